@@ -1,0 +1,23 @@
+"""Calibration metrics and proper scoring rules (public namespace)."""
+
+from jaxcal._binning import BinStats, quantile_edges, uniform_edges
+from jaxcal._confidence import confidence_and_correctness
+from jaxcal._ece import ReliabilityCurve, classwise_ece, ece, mce, reliability_curve, top_label_ece
+from jaxcal._scoring import BrierDecomposition, brier_decomposition, brier_score, log_loss
+
+__all__ = [
+    "BinStats",
+    "BrierDecomposition",
+    "ReliabilityCurve",
+    "brier_decomposition",
+    "brier_score",
+    "classwise_ece",
+    "confidence_and_correctness",
+    "ece",
+    "log_loss",
+    "mce",
+    "quantile_edges",
+    "reliability_curve",
+    "top_label_ece",
+    "uniform_edges",
+]
