@@ -48,8 +48,11 @@ def as_float(x: Any, name: str) -> jax.Array:
         arr = jnp.asarray(x)
     except TypeError as err:
         raise ValueError(f"`{name}` must be an array of numbers; got {type(x).__name__}.") from err
-    if not (jnp.issubdtype(arr.dtype, jnp.floating) or jnp.issubdtype(arr.dtype, jnp.integer)
-            or arr.dtype == jnp.bool_):
+    if not (
+        jnp.issubdtype(arr.dtype, jnp.floating)
+        or jnp.issubdtype(arr.dtype, jnp.integer)
+        or arr.dtype == jnp.bool_
+    ):
         raise ValueError(f"`{name}` must hold real numbers; got dtype {arr.dtype}.")
     if not jnp.issubdtype(arr.dtype, jnp.floating):
         arr = arr.astype(compute_dtype(arr.dtype))
@@ -87,9 +90,7 @@ def check_finite(name: str, x: jax.Array) -> None:
         bad = ~np.isfinite(np.asarray(x, dtype=np.float64))
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(
-                f"`{name}` must be finite; got {np.asarray(x)[idx]} at index {idx}."
-            )
+            raise ValueError(f"`{name}` must be finite; got {np.asarray(x)[idx]} at index {idx}.")
 
 
 def check_labels(labels: Any, n: int, num_classes: int | None, name: str = "labels") -> jax.Array:
@@ -101,7 +102,9 @@ def check_labels(labels: Any, n: int, num_classes: int | None, name: str = "labe
     try:
         arr = jnp.asarray(labels)
     except TypeError as err:
-        raise ValueError(f"`{name}` must be an array of integers; got {type(labels).__name__}.") from err
+        raise ValueError(
+            f"`{name}` must be an array of integers; got {type(labels).__name__}."
+        ) from err
     if arr.ndim != 1:
         raise ValueError(f"`{name}` must be 1-D of shape ({n},); got shape {arr.shape}.")
     if arr.shape[0] != n:
@@ -141,7 +144,9 @@ def check_weights(weights: Any, n: int, name: str = "weights") -> jax.Array | No
         return None
     arr = as_float(weights, name)
     if arr.shape != (n,):
-        raise ValueError(f"`{name}` must have shape ({n},) to match the predictions; got {arr.shape}.")
+        raise ValueError(
+            f"`{name}` must have shape ({n},) to match the predictions; got {arr.shape}."
+        )
     check_finite(name, arr)
     if is_concrete(arr) and n > 0 and float(np.min(np.asarray(arr))) < 0:
         raise ValueError(f"`{name}` must be non-negative; got {float(np.min(np.asarray(arr)))}.")
@@ -187,7 +192,11 @@ def check_probs(probs: Any, name: str = "probs") -> jax.Array:
 
 
 def check_probs_labels(
-    probs: Any, labels: Any, weights: Any = None, *, binary_only: bool = False,
+    probs: Any,
+    labels: Any,
+    weights: Any = None,
+    *,
+    binary_only: bool = False,
     probs_name: str = "probs",
 ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
     """Validate the ``(probs, labels, weights)`` triple every metric takes.

@@ -22,7 +22,7 @@ def top_label(probs: jax.Array) -> tuple[jax.Array, jax.Array]:
     conf = probs.max(axis=-1)
     is_max = probs == conf[..., None]
     # First index attaining the max: argmax of a bool row is cheap to express as a min.
-    iota = jnp.arange(probs.shape[-1], dtype=jnp.int32)
+    iota = jnp.arange(probs.shape[-1], dtype=jnp.int32).reshape((1,) * (probs.ndim - 1) + (-1,))
     pred = jnp.min(jnp.where(is_max, iota, probs.shape[-1]), axis=-1)
     return conf, pred
 

@@ -178,11 +178,18 @@ def mce(probs: Any, labels: Any, **kwargs: Any) -> jax.Array:
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias"))
 def _classwise_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
     n, k = probs.shape
-    targets = labels[:, None] == jnp.arange(k)
+    targets = labels[:, None] == jnp.arange(k)[None, :]
     if binning == "uniform":
-        _, stats = _stats(probs.reshape(-1), targets.reshape(-1),
-                          None if weights is None else jnp.repeat(weights, k),
-                          n_bins, binning, closed, jnp.tile(jnp.arange(k), n), k)
+        _, stats = _stats(
+            probs.reshape(-1),
+            targets.reshape(-1),
+            None if weights is None else jnp.repeat(weights, k),
+            n_bins,
+            binning,
+            closed,
+            jnp.tile(jnp.arange(k), n),
+            k,
+        )
     else:  # quantile edges are per class: bin each column by its own quantiles
         per_class = jax.vmap(
             lambda s, t: _stats(s, t, weights, n_bins, binning, closed)[1], in_axes=(1, 1)
@@ -239,6 +246,7 @@ def _top_label_kernel(probs, labels, weights, n_bins, binning, norm, closed, deb
     if binning == "uniform":
         _, stats = _stats(conf, correct, weights, n_bins, binning, closed, pred, k)
     else:  # quantile edges of the confidences *within* each predicted class
+
         def one_class(c):
             w = (pred == c).astype(conf.dtype)
             w = w if weights is None else w * weights

@@ -16,7 +16,7 @@ def _one_hot_targets(probs: jax.Array, labels: jax.Array):
     """(probabilities, 0/1 targets) as ``(N, C)``: C = 1 for binary, K for multiclass."""
     if probs.ndim == 1:
         return probs[:, None], (labels == 1)[:, None].astype(probs.dtype)
-    return probs, (labels[:, None] == jnp.arange(probs.shape[1])).astype(probs.dtype)
+    return probs, (labels[:, None] == jnp.arange(probs.shape[1])[None, :]).astype(probs.dtype)
 
 
 def _weighted_mean(x: jax.Array, weights: jax.Array | None) -> jax.Array:
@@ -68,8 +68,11 @@ def brier_score(probs: Any, labels: Any, *, weights: Any = None) -> jax.Array:
 def _log_loss_kernel(probs, labels, weights):
     p = _upcast(probs)
     eps = jnp.finfo(p.dtype).eps
-    p_true = jnp.where(labels == 1, p, 1 - p) if p.ndim == 1 else jnp.take_along_axis(
-        p, labels[:, None], axis=1)[:, 0]
+    p_true = (
+        jnp.where(labels == 1, p, 1 - p)
+        if p.ndim == 1
+        else jnp.take_along_axis(p, labels[:, None], axis=1)[:, 0]
+    )
     return _weighted_mean(-jnp.log(jnp.clip(p_true, eps, 1 - eps)), weights)
 
 
@@ -129,14 +132,16 @@ def _binary_decomposition(f, o, weights, n_bins, binning, closed):
     share = stats.weight / safe_total
     # Deviations from the bin means, per sample: exact sums, no cancellation of large terms.
     df, do = f - f_bin[bins], o - o_bin[bins]
-    return jnp.stack([
-        jnp.sum(w * (f - o) ** 2) / safe_total,
-        jnp.sum(share * (f_bin - o_bin) ** 2),
-        jnp.sum(share * (o_bin - o_bar) ** 2),
-        o_bar * (1 - o_bar),
-        jnp.sum(w * df**2) / safe_total,
-        2 * jnp.sum(w * do * df) / safe_total,
-    ])
+    return jnp.stack(
+        [
+            jnp.sum(w * (f - o) ** 2) / safe_total,
+            jnp.sum(share * (f_bin - o_bin) ** 2),
+            jnp.sum(share * (o_bin - o_bar) ** 2),
+            o_bar * (1 - o_bar),
+            jnp.sum(w * df**2) / safe_total,
+            2 * jnp.sum(w * do * df) / safe_total,
+        ]
+    )
 
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "closed"))

@@ -1,0 +1,44 @@
+"""Shared test helpers: the one tolerance helper and float64 switching."""
+
+from __future__ import annotations
+
+import contextlib
+
+import jax
+import numpy as np
+
+# Default tolerances by the dtype of the value under test. Override only with a comment.
+_RTOL = {np.dtype(np.float64): 1e-10, np.dtype(np.float32): 2e-5}
+_ATOL = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 2e-6}
+
+
+def assert_close(actual, expected, *, rtol: float | None = None, atol: float | None = None):
+    """``np.testing.assert_allclose`` with tolerances chosen by ``actual``'s dtype."""
+    actual = np.asarray(actual)
+    dtype = actual.dtype if actual.dtype in _RTOL else np.dtype(np.float32)
+    np.testing.assert_allclose(
+        actual,
+        np.asarray(expected),
+        rtol=_RTOL[dtype] if rtol is None else rtol,
+        atol=_ATOL[dtype] if atol is None else atol,
+    )
+
+
+@contextlib.contextmanager
+def x64():
+    """Run the block with ``jax_enable_x64`` (float64 results)."""
+    with jax.enable_x64(True):
+        yield
+
+
+def count_compiles(fn):
+    """Wrap a jitted ``fn``; ``wrapper.compiles()`` tells how many times it was traced."""
+    traces = []
+
+    def traced(*args, **kwargs):
+        traces.append(1)
+        return fn(*args, **kwargs)
+
+    jitted = jax.jit(traced)
+    jitted.compiles = lambda: len(traces)
+    return jitted
