@@ -16,7 +16,13 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from jaxcal._binning import BinStats, bin_edges_and_index, check_binning, segment_stats
+from jaxcal._binning import (
+    BinStats,
+    bin_centres,
+    bin_edges_and_index,
+    check_binning,
+    segment_stats,
+)
 from jaxcal._checks import check_option, check_probs_labels
 from jaxcal._confidence import top_label
 
@@ -88,7 +94,8 @@ def _binary_scores(probs: jax.Array, labels: jax.Array):
 def _stats(scores, targets, weights, n_bins, binning, closed, groups=None, n_groups=1):
     edges, bins = bin_edges_and_index(scores, n_bins, binning, closed, weights)
     segments = bins if groups is None else groups * n_bins + bins
-    stats = segment_stats(segments, scores, targets, n_groups * n_bins, weights)
+    offsets = bin_centres(edges, n_groups)
+    stats = segment_stats(segments, scores, targets, n_groups * n_bins, weights, offsets)
     return edges, BinStats(*(f.reshape(n_groups, n_bins) for f in stats))
 
 
@@ -146,8 +153,9 @@ def ece(
 
     Example:
       >>> import jax.numpy as jnp
-      >>> float(ece(jnp.array([0.1, 0.4, 0.8, 0.9]), jnp.array([0, 1, 1, 1]), n_bins=2))
-      0.25
+      >>> # bins [0, 0.5] and (0.5, 1]: |0.5 - 0.25| / 2 + |1.0 - 0.85| / 2
+      >>> round(float(ece(jnp.array([0.1, 0.4, 0.8, 0.9]), jnp.array([0, 1, 1, 1]), n_bins=2)), 4)
+      0.2
 
     References:
       Naeini, Cooper & Hauskrecht (2015); Guo et al. (2017); Kumar, Liang & Ma (2019),
@@ -167,7 +175,7 @@ def mce(probs: Any, labels: Any, **kwargs: Any) -> jax.Array:
 
     Example:
       >>> import jax.numpy as jnp
-      >>> float(mce(jnp.array([0.1, 0.4, 0.8, 0.9]), jnp.array([0, 1, 1, 1]), n_bins=2))
+      >>> round(float(mce(jnp.array([0.1, 0.4, 0.8, 0.9]), jnp.array([0, 1, 1, 1]), n_bins=2)), 4)
       0.25
     """
     if "norm" in kwargs:
@@ -293,8 +301,9 @@ def top_label_ece(
     Example:
       >>> import jax.numpy as jnp
       >>> p = jnp.array([[0.9, 0.1], [0.3, 0.7], [0.6, 0.4], [0.2, 0.8]])
+      >>> # predicted 0: conf (0.9, 0.6), acc 1/2 -> 0.25; predicted 1: conf (0.7, 0.8), acc 1 -> 0.25
       >>> round(float(top_label_ece(p, jnp.array([0, 1, 1, 1]), n_bins=2)), 4)
-      0.475
+      0.25
 
     References:
       Gupta & Ramdas (2021), "Top-label calibration and multiclass-to-binary reductions";

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxcal._binning import bin_edges_and_index, check_binning, segment_stats
+from jaxcal._binning import bin_centres, bin_edges_and_index, check_binning, segment_stats
 from jaxcal._checks import check_probs_labels
 
 
@@ -54,7 +54,7 @@ def brier_score(probs: Any, labels: Any, *, weights: Any = None) -> jax.Array:
 
     Example:
       >>> import jax.numpy as jnp
-      >>> float(brier_score(jnp.array([0.1, 0.9]), jnp.array([0, 0])))
+      >>> round(float(brier_score(jnp.array([0.1, 0.9]), jnp.array([0, 0]))), 4)
       0.41
 
     References:
@@ -119,8 +119,8 @@ class BrierDecomposition(NamedTuple):
 
 def _binary_decomposition(f, o, weights, n_bins, binning, closed):
     """The six terms for one binary problem: forecasts ``f`` and outcomes ``o`` ``(N,)``."""
-    _, bins = bin_edges_and_index(f, n_bins, binning, closed, weights)
-    stats = segment_stats(bins, f, o, n_bins, weights)
+    edges, bins = bin_edges_and_index(f, n_bins, binning, closed, weights)
+    stats = segment_stats(bins, f, o, n_bins, weights, bin_centres(edges))
     w = jnp.ones_like(f) if weights is None else weights.astype(f.dtype)
     total = jnp.sum(w)
     safe_total = jnp.where(total > 0, total, 1)
