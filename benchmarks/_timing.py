@@ -1,0 +1,137 @@
+"""Small timing helpers shared by the benchmark scripts (not part of the jaxcal package).
+
+Timings on a shared CPU are noisy, so every benchmark times jaxcal and its peers side by
+side, in one process, interleaved round by round (:func:`time_interleaved`), and reports
+steady-state medians: a warm-up call first (it compiles, fills caches), then repeats, each
+synchronised with ``jax.block_until_ready``. Compile time is measured on its own
+(:func:`compile_seconds`): tracing + lowering + XLA compilation of a fresh ``jax.jit``
+wrapper for the given shapes, which is what a user pays once per new input shape.
+
+API:
+  ``Timing(median, best, repeats)``: seconds; ``repeats`` is the number of timed calls.
+  ``time_call(fn, *args, repeats=7, budget_s=10.0) -> Timing``
+  ``time_interleaved(cases, repeats=7, budget_s=10.0, outputs=None) -> dict[str, Timing]``
+    where ``cases`` maps a name to a zero-argument callable; ``outputs`` (a dict) receives
+    each case's warm-up result.
+  ``compile_seconds(fn, *args, **static) -> tuple[float, float]``: (trace + lower, compile).
+  ``environment() -> str``: one line with jax / jaxlib / numpy versions, CPU, cores, load.
+  ``fmt_ms(seconds) -> str``: milliseconds with 3 significant digits.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+# A call is always timed at least this many times, even when it exhausts its budget.
+MIN_REPEATS = 3
+
+
+class Timing(NamedTuple):
+    """Steady-state timing of one case, in seconds."""
+
+    median: float
+    best: float
+    repeats: int
+
+
+def _sync(out: Any) -> Any:
+    """Wait for JAX results (no-op for NumPy / PyTorch CPU results, already computed)."""
+    return jax.block_until_ready(out)
+
+
+def _once(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    _sync(fn())
+    return time.perf_counter() - start
+
+
+def time_interleaved(
+    cases: dict[str, Callable[[], Any]],
+    repeats: int = 7,
+    budget_s: float = 10.0,
+    outputs: dict[str, Any] | None = None,
+) -> dict[str, Timing]:
+    """Time several zero-argument callables round-robin, after one warm-up call each.
+
+    Interleaving spreads load changes of a shared machine over all cases alike. A case
+    stops being repeated once it has run ``MIN_REPEATS`` times and spent ``budget_s``
+    seconds in total, so slow peers do not dominate the run. When ``outputs`` is a dict,
+    the warm-up results are stored in it by name (to check the values agree).
+    """
+    for name, fn in cases.items():  # warm-up: compilation, allocator and cache effects
+        out = _sync(fn())
+        if outputs is not None:
+            outputs[name] = out
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(max(repeats, 1)):
+        for name, fn in cases.items():
+            spent = sum(times[name])
+            if len(times[name]) >= MIN_REPEATS and spent > budget_s:
+                continue
+            times[name].append(_once(fn))
+    return {
+        name: Timing(float(np.median(ts)), float(np.min(ts)), len(ts)) for name, ts in times.items()
+    }
+
+
+def time_call(fn: Callable[..., Any], *args: Any, repeats: int = 7, budget_s: float = 10.0):
+    """Steady-state :class:`Timing` of ``fn(*args)`` (warm-up call first, then repeats)."""
+    return time_interleaved({"case": lambda: fn(*args)}, repeats, budget_s)["case"]
+
+
+def compile_seconds(fn: Callable[..., Any], *args: Any, **jit_kwargs: Any) -> tuple[float, float]:
+    """Seconds to (trace + lower, XLA compile) a fresh ``jax.jit(fn, **jit_kwargs)`` on ``args``.
+
+    A new ``jax.jit`` object is made each call, so nothing is reused from an earlier trace;
+    pass arguments of a shape not compiled before to see a user's first-call cost.
+    """
+    jitted = jax.jit(fn, **jit_kwargs)
+    start = time.perf_counter()
+    lowered = jitted.lower(*args)
+    traced = time.perf_counter()
+    lowered.compile()
+    return traced - start, time.perf_counter() - traced
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment() -> str:
+    """One line describing the software and machine the timings come from."""
+    import jaxlib
+
+    load = ""
+    if hasattr(os, "getloadavg"):
+        load = f", load average {os.getloadavg()[0]:.1f}"
+    devices = ", ".join(sorted({d.platform for d in jax.devices()}))
+    return (
+        f"jax {jax.__version__} (jaxlib {jaxlib.__version__}, {devices}), numpy {np.__version__},"
+        f" Python {platform.python_version()}; CPU {_cpu_name()}, {os.cpu_count()} cores{load}"
+    )
+
+
+def fmt_ms(seconds: float) -> str:
+    """Milliseconds with three significant digits (``1.23``, ``12.3``, ``123``)."""
+    ms = seconds * 1e3
+    if ms >= 100:
+        return f"{ms:.0f}"
+    if ms >= 10:
+        return f"{ms:.1f}"
+    if ms >= 1:
+        return f"{ms:.2f}"
+    return f"{ms:.3f}"
