@@ -22,7 +22,8 @@ import numpy as np
 
 #: Rows of ``probs`` may miss the simplex by this much (absolute, on the row sum) before
 #: they are rejected: softmax outputs in float32 sum to 1 within a few ulps, and
-#: probabilities written to CSV with 6 digits within ~1e-5.
+#: probabilities written to CSV with 6 digits within ~1e-5. For low-precision inputs the
+#: tolerance grows to ``K * eps`` of the input dtype (bfloat16 rounds each entry by 2**-9).
 SIMPLEX_ATOL = 1e-3
 
 #: Values outside [0, 1] by at most this much are accepted (float round-off of a softmax).
@@ -183,9 +184,10 @@ def check_probs(probs: Any, name: str = "probs") -> jax.Array:
     if arr.ndim == 2 and is_concrete(arr):
         sums = np.asarray(arr, dtype=np.float64).sum(axis=1)
         worst = int(np.argmax(np.abs(sums - 1)))
-        if abs(sums[worst] - 1) > SIMPLEX_ATOL:
+        tol = max(SIMPLEX_ATOL, arr.shape[1] * float(jnp.finfo(arr.dtype).eps))
+        if abs(sums[worst] - 1) > tol:
             raise ValueError(
-                f"`{name}` rows must sum to 1 (within {SIMPLEX_ATOL}); row {worst} sums to "
+                f"`{name}` rows must sum to 1 (within {tol:.3g}); row {worst} sums to "
                 f"{sums[worst]:.6g}. Pass probabilities, not logits (see jax.nn.softmax)."
             )
     return arr

@@ -186,7 +186,7 @@ def mce(probs: Any, labels: Any, **kwargs: Any) -> jax.Array:
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias"))
 def _classwise_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
     n, k = probs.shape
-    targets = labels[:, None] == jnp.arange(k)[None, :]
+    targets = labels[:, None] == jnp.arange(k, dtype=jnp.int32)[None, :]
     if binning == "uniform":
         _, stats = _stats(
             probs.reshape(-1),
@@ -195,7 +195,7 @@ def _classwise_kernel(probs, labels, weights, n_bins, binning, norm, closed, deb
             n_bins,
             binning,
             closed,
-            jnp.tile(jnp.arange(k), n),
+            jnp.tile(jnp.arange(k, dtype=jnp.int32), n),
             k,
         )
     else:  # quantile edges are per class: bin each column by its own quantiles
@@ -260,7 +260,7 @@ def _top_label_kernel(probs, labels, weights, n_bins, binning, norm, closed, deb
             w = w if weights is None else w * weights
             return _stats(conf, correct, w, n_bins, binning, closed)[1]
 
-        per_class = jax.vmap(one_class)(jnp.arange(k))
+        per_class = jax.vmap(one_class)(jnp.arange(k, dtype=jnp.int32))
         stats = BinStats(*(f.reshape(k, n_bins) for f in per_class))
     class_weight = stats.weight.sum(axis=1)
     if average == "sample":

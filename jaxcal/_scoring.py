@@ -9,14 +9,16 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._binning import bin_centres, bin_edges_and_index, check_binning, segment_stats
-from jaxcal._checks import check_probs_labels
+from jaxcal._checks import check_probs_labels, compute_dtype
 
 
 def _one_hot_targets(probs: jax.Array, labels: jax.Array):
     """(probabilities, 0/1 targets) as ``(N, C)``: C = 1 for binary, K for multiclass."""
     if probs.ndim == 1:
         return probs[:, None], (labels == 1)[:, None].astype(probs.dtype)
-    return probs, (labels[:, None] == jnp.arange(probs.shape[1])[None, :]).astype(probs.dtype)
+    return probs, (labels[:, None] == jnp.arange(probs.shape[1], dtype=jnp.int32)[None, :]).astype(
+        probs.dtype
+    )
 
 
 def _weighted_mean(x: jax.Array, weights: jax.Array | None) -> jax.Array:
@@ -28,7 +30,7 @@ def _weighted_mean(x: jax.Array, weights: jax.Array | None) -> jax.Array:
 
 
 def _upcast(probs: jax.Array) -> jax.Array:
-    return probs.astype(jnp.promote_types(probs.dtype, jnp.float32))
+    return probs.astype(compute_dtype(probs.dtype))
 
 
 @jax.jit

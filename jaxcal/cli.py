@@ -78,10 +78,9 @@ def _metric_rows(probs, labels, n_bins: int) -> list[tuple[str, Callable[[], obj
     return rows
 
 
-def report(
-    probs: np.ndarray, labels: np.ndarray, *, n_bins: int, source: str, out=sys.stdout
-) -> None:
-    """Validate the predictions and print the metrics table."""
+def report(probs: np.ndarray, labels: np.ndarray, *, n_bins: int, source: str, out=None) -> None:
+    """Validate the predictions and print the metrics table (to ``out``, default stdout)."""
+    out = sys.stdout if out is None else out
     import jaxcal._checks as checks
 
     try:

@@ -12,15 +12,19 @@ _RTOL = {np.dtype(np.float64): 1e-10, np.dtype(np.float32): 2e-5}
 _ATOL = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 2e-6}
 
 
-def assert_close(actual, expected, *, rtol: float | None = None, atol: float | None = None):
-    """``np.testing.assert_allclose`` with tolerances chosen by ``actual``'s dtype."""
+def assert_close(
+    actual, expected, *, rtol: float | None = None, atol: float | None = None, err_msg: str = ""
+):
+    """``np.testing.assert_allclose`` with tolerances set by the less precise operand."""
     actual = np.asarray(actual)
-    dtype = actual.dtype if actual.dtype in _RTOL else np.dtype(np.float32)
+    precise = all(np.asarray(x).dtype == np.float64 for x in (actual, expected))
+    dtype = np.dtype(np.float64) if precise else np.dtype(np.float32)
     np.testing.assert_allclose(
         actual,
         np.asarray(expected),
         rtol=_RTOL[dtype] if rtol is None else rtol,
         atol=_ATOL[dtype] if atol is None else atol,
+        err_msg=err_msg,
     )
 
 
