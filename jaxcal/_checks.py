@@ -30,6 +30,33 @@ SIMPLEX_ATOL = 1e-3
 RANGE_ATOL = 1e-6
 
 
+@jax.jit
+def _float_summary(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """(total, min, max, largest |row sum - 1|) of ``x`` in flat passes on the device.
+
+    Eager validation pulls these four scalars to the host instead of the whole array, and
+    locates the offending element (on the host) only when a check fails. A non-finite
+    total flags NaN/inf (a finite overflow is re-checked exactly on the host). Row sums use
+    a matrix-vector product: masked minor-axis reductions are slow on XLA:CPU.
+    """
+    xf = x.astype(compute_dtype(x.dtype))
+    flat = xf.reshape(-1)
+    if x.ndim == 2:
+        row_dev = jnp.max(jnp.abs(xf @ jnp.ones(x.shape[1], xf.dtype) - 1))
+    else:
+        row_dev = jnp.zeros((), xf.dtype)
+    return jnp.sum(flat), jnp.min(flat), jnp.max(flat), row_dev
+
+
+def _host_summary(x: jax.Array) -> tuple[float, float, float, float]:
+    return tuple(float(v) for v in jax.device_get(_float_summary(x)))
+
+
+@jax.jit
+def _int_range(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    return jnp.min(x), jnp.max(x)
+
+
 def is_concrete(*arrays: Any) -> bool:
     """True when no argument is a JAX tracer, i.e. value checks can run."""
     return not any(isinstance(a, jax.core.Tracer) for a in arrays)
@@ -85,9 +112,12 @@ def check_positive_float(name: str, value: Any) -> float:
     return float(value)
 
 
-def check_finite(name: str, x: jax.Array) -> None:
+def check_finite(name: str, x: jax.Array, summary: tuple | None = None) -> None:
     """Raise if a concrete ``x`` holds NaN or inf."""
-    if is_concrete(x) and jnp.issubdtype(x.dtype, jnp.floating):
+    if is_concrete(x) and jnp.issubdtype(x.dtype, jnp.floating) and x.size:
+        summary = _host_summary(x) if summary is None else summary
+        if np.isfinite(summary[0]):
+            return
         bad = ~np.isfinite(np.asarray(x, dtype=np.float64))
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -125,8 +155,7 @@ def check_labels(labels: Any, n: int, num_classes: int | None, name: str = "labe
         raise ValueError(f"`{name}` must have an integer or bool dtype; got {arr.dtype}.")
     arr = arr.astype(jnp.int32)
     if num_classes is not None and is_concrete(arr) and n > 0:
-        values = np.asarray(arr)
-        lo, hi = int(values.min()), int(values.max())
+        lo, hi = (int(v) for v in _int_range(arr))
         if lo < 0 or hi >= num_classes:
             bad = lo if lo < 0 else hi
             raise ValueError(
@@ -149,17 +178,19 @@ def check_weights(weights: Any, n: int, name: str = "weights") -> jax.Array | No
             f"`{name}` must have shape ({n},) to match the predictions; got {arr.shape}."
         )
     check_finite(name, arr)
-    if is_concrete(arr) and n > 0 and float(np.min(np.asarray(arr))) < 0:
-        raise ValueError(f"`{name}` must be non-negative; got {float(np.min(np.asarray(arr)))}.")
+    if is_concrete(arr) and n > 0:
+        lowest = _host_summary(arr)[1]
+        if lowest < 0:
+            raise ValueError(f"`{name}` must be non-negative; got {lowest}.")
     return arr
 
 
-def check_unit_interval(name: str, x: jax.Array) -> None:
+def check_unit_interval(name: str, x: jax.Array, summary: tuple | None = None) -> None:
     """Raise if a concrete ``x`` has values outside [0, 1] (beyond ``RANGE_ATOL``)."""
-    check_finite(name, x)
     if is_concrete(x) and x.size:
-        values = np.asarray(x, dtype=np.float64)
-        lo, hi = float(values.min()), float(values.max())
+        summary = _host_summary(x) if summary is None else summary
+        check_finite(name, x, summary)
+        _, lo, hi, _ = summary
         if lo < -RANGE_ATOL or hi > 1 + RANGE_ATOL:
             bad = lo if lo < -RANGE_ATOL else hi
             raise ValueError(f"`{name}` must lie in [0, 1]; got {bad}.")
@@ -180,11 +211,14 @@ def check_probs(probs: Any, name: str = "probs") -> jax.Array:
         raise ValueError(f"`{name}` must not be empty; got shape {arr.shape}.")
     if arr.ndim == 2 and arr.shape[1] < 1:
         raise ValueError(f"`{name}` must have at least one class column; got shape {arr.shape}.")
-    check_unit_interval(name, arr)
-    if arr.ndim == 2 and is_concrete(arr):
+    if not is_concrete(arr):
+        return arr
+    summary = _host_summary(arr)
+    check_unit_interval(name, arr, summary)
+    tol = max(SIMPLEX_ATOL, arr.shape[-1] * float(jnp.finfo(arr.dtype).eps))
+    if arr.ndim == 2 and summary[3] > tol:
         sums = np.asarray(arr, dtype=np.float64).sum(axis=1)
         worst = int(np.argmax(np.abs(sums - 1)))
-        tol = max(SIMPLEX_ATOL, arr.shape[1] * float(jnp.finfo(arr.dtype).eps))
         if abs(sums[worst] - 1) > tol:
             raise ValueError(
                 f"`{name}` rows must sum to 1 (within {tol:.3g}); row {worst} sums to "
