@@ -97,6 +97,23 @@ def _first_index(mask: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in np.argwhere(mask)[0])
 
 
+@jax.jit
+def _interval_summary(y, lower, upper):
+    """(all finite, for y / lower / upper), any ``lower > upper``: one device pass."""
+    finite = [
+        jnp.all(jnp.isfinite(x)) if x is not None else jnp.bool_(True) for x in (y, lower, upper)
+    ]
+    return finite, jnp.any(lower > upper)
+
+
+@jax.jit
+def _live_range(y, weights):
+    """max - min of ``y`` over the samples with positive weight (0 when there are none)."""
+    live = jnp.ones_like(y, bool) if weights is None else weights > 0
+    spread = jnp.max(jnp.where(live, y, -jnp.inf)) - jnp.min(jnp.where(live, y, jnp.inf))
+    return jnp.where(jnp.isfinite(spread), spread, 0)
+
+
 def _check_intervals(
     y: Any, lower: Any, upper: Any, weights: Any, *, need_y: bool = True, crossed: str = "reject"
 ) -> tuple[jax.Array | None, jax.Array, jax.Array, jax.Array | None, jnp.dtype]:
@@ -123,15 +140,20 @@ def _check_intervals(
             raise ValueError(
                 f"`y` must have shape ({n},) to match `lower` {lower.shape}; got {y.shape}."
             )
-        check_finite("y", y)
         dtypes.append(y.dtype)
-    check_finite("lower", lower)
-    check_finite("upper", upper)
-    if crossed == "reject" and is_concrete(lower, upper):
-        lo, up = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
-        bad = lo > up
-        if bad.any():
-            idx = _first_index(bad)
+    common = _widest(*dtypes)
+    lower, upper = lower.astype(common), upper.astype(common)
+    if need_y:
+        y = y.astype(common)
+    if is_concrete(y, lower, upper):
+        # One fused pass on the device; the offending element is located only on failure.
+        finite, any_crossed = jax.device_get(_interval_summary(y if need_y else None, lower, upper))
+        for name, x, ok in zip(("y", "lower", "upper"), (y, lower, upper), finite, strict=True):
+            if not ok:
+                check_finite(name, x)
+        if any_crossed and crossed == "reject":
+            lo, up = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
+            idx = _first_index(lo > up)
             raise ValueError(
                 f"`lower` must not exceed `upper` (crossed interval at index {idx}: "
                 f"lower={lo[idx]:.6g} > upper={up[idx]:.6g}). Reorder with "
@@ -162,7 +184,7 @@ def _check_sets(labels: Any, sets: Any, weights: Any, *, need_labels: bool = Tru
     if arr.dtype != jnp.bool_:
         if not (jnp.issubdtype(arr.dtype, jnp.integer) or jnp.issubdtype(arr.dtype, jnp.floating)):
             raise ValueError(f"`sets` must be a boolean mask; got dtype {arr.dtype}.")
-        if is_concrete(arr):
+        if is_concrete(arr) and bool(jnp.any((arr != 0) & (arr != 1))):
             values = np.asarray(arr)
             bad = (values != 0) & (values != 1)
             if bad.any():
@@ -805,10 +827,7 @@ def _cwc_kernel(y, lower, upper, weights, eta, confidence_level, normalize):
     coverage = _mean(_covered(y, lower, upper), weights, dtype)
     width = _mean(jnp.abs(upper - lower), weights, dtype)
     if normalize:
-        live = jnp.ones_like(y, bool) if weights is None else weights > 0
-        spread = jnp.max(jnp.where(live, y, -jnp.inf)) - jnp.min(jnp.where(live, y, jnp.inf))
-        spread = jnp.where(jnp.isfinite(spread), spread, 0)
-        width = _safe_divide(width, spread)
+        width = _safe_divide(width, _live_range(y, weights))
     eta = eta.astype(dtype)
     level = confidence_level.astype(dtype)
     return (1 - width) * jnp.exp(-eta * (coverage - level) ** 2)
@@ -879,14 +898,12 @@ def coverage_width_based(
         lower.shape[1] if has_levels else None,
         open_interval=False,
     )
-    if normalize and is_concrete(y, weights):
-        values = np.asarray(y) if weights is None else np.asarray(y)[np.asarray(weights) > 0]
-        if values.size and values.max() == values.min():
-            raise ValueError(
-                "`y` must not be constant: MAPIE's CWC divides the mean width by "
-                f"max(y) - min(y) = 0 (all targets equal {values.max():.6g}); "
-                "pass normalize=False for the unnormalised formula."
-            )
+    if normalize and is_concrete(y, weights) and float(_live_range(y, weights)) == 0:
+        raise ValueError(
+            "`y` must not be constant: MAPIE's CWC divides the mean width by "
+            "max(y) - min(y) = 0 (over the samples with positive weight); "
+            "pass normalize=False for the unnormalised formula."
+        )
     level = jnp.broadcast_to(level, (lower.shape[1] if has_levels else 1,))
     out = _cwc_kernel(y, _as_levels(lower), _as_levels(upper), weights, eta, level, bool(normalize))
     return _finish(out, has_levels)
