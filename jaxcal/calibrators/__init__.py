@@ -1,0 +1,61 @@
+"""Post-hoc calibrators as ``Calibrator(fit, apply)`` pairs of pure functions (optax style).
+
+``params = cal.fit(x, labels, *, weights=None)`` and ``probs = cal.apply(params, x)``;
+``fit`` jits and vmaps (its optimiser runs inside ``jax.lax`` loops), so many calibrators
+(bootstrap replicates, folds, classes) fit in one call. Each calibrator states the space
+of its input with ``inputs=`` (``"logits"``, ``"log_probs"``, ``"probs"``); nothing is
+guessed from the values. :func:`to_probs` and :func:`to_logits` convert between spaces.
+
+Multiclass on ``(N, K)``: :func:`temperature_scaling`, :func:`vector_scaling`,
+:func:`matrix_scaling`, :func:`dirichlet`. Binary on ``(N,)`` scores:
+:func:`platt_scaling`, :func:`beta_calibration`, :func:`histogram_binning`,
+:func:`isotonic`, :func:`scaling_binning`. Reductions of multiclass to binary:
+:func:`top_label`, :func:`classwise`.
+"""
+
+from jaxcal.calibrators._base import Calibrator, FitInfo, minimize
+from jaxcal.calibrators._binary import BetaParams, PlattParams, beta_calibration, platt_scaling
+from jaxcal.calibrators._inputs import to_logits, to_probs
+from jaxcal.calibrators._nonparametric import (
+    HistogramParams,
+    IsotonicParams,
+    ScalingBinningParams,
+    histogram_binning,
+    isotonic,
+    scaling_binning,
+)
+from jaxcal.calibrators._reductions import classwise, top_label
+from jaxcal.calibrators._scaling import (
+    AffineParams,
+    TemperatureParams,
+    dirichlet,
+    matrix_scaling,
+    temperature_scaling,
+    vector_scaling,
+)
+
+__all__ = [
+    "AffineParams",
+    "BetaParams",
+    "Calibrator",
+    "FitInfo",
+    "HistogramParams",
+    "IsotonicParams",
+    "PlattParams",
+    "ScalingBinningParams",
+    "TemperatureParams",
+    "beta_calibration",
+    "classwise",
+    "dirichlet",
+    "histogram_binning",
+    "isotonic",
+    "matrix_scaling",
+    "minimize",
+    "platt_scaling",
+    "scaling_binning",
+    "temperature_scaling",
+    "to_logits",
+    "to_probs",
+    "top_label",
+    "vector_scaling",
+]

@@ -1,0 +1,188 @@
+"""The calibrator abstraction and the shared optax fitting loop.
+
+``Calibrator(fit, apply)`` is a NamedTuple of two pure functions, like optax's
+``GradientTransformation(init, update)``. The parametric calibrators minimise a mean
+negative log-likelihood with :func:`minimize`, which runs the whole optimiser loop inside
+``jax.lax.while_loop`` so that ``fit`` can be jitted and vmapped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxcal._checks import check_positive_int
+
+
+class Calibrator(NamedTuple):
+    """A post-hoc calibrator as two pure functions (optax style).
+
+    Attributes:
+      fit: ``fit(x, labels, *, weights=None) -> params``. ``x`` is ``(N, K)`` for the
+        multiclass calibrators, ``(N,)`` (positive-class scores) for the binary ones, in
+        the input space the calibrator was built for (its ``inputs=`` option). ``labels``
+        are ``(N,)`` integers, ``weights`` optional ``(N,)`` non-negative sample weights
+        (0 masks a sample out; bootstrap counts are weights). ``params`` is a pytree of
+        arrays (a NamedTuple), so ``jax.vmap(fit)`` fits many calibrators in one call.
+      apply: ``apply(params, x) -> probs``: ``(N, K)`` rows on the simplex, or ``(N,)``
+        positive-class probabilities for the binary calibrators.
+
+    Both validate concrete inputs eagerly (``ValueError`` naming the argument) and skip
+    the value checks under ``jit``/``vmap`` tracing, where they trust their input. Build a
+    calibrator once and reuse it: each factory call makes new closures (a new compile).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxcal.calibrators import temperature_scaling
+      >>> cal = temperature_scaling()
+      >>> logits = jnp.array([[4.0, 0.0], [0.0, 4.0], [4.0, 0.0], [0.0, 4.0]])
+      >>> params = cal.fit(logits, jnp.array([0, 1, 1, 1]))
+      >>> probs = cal.apply(params, logits)
+      >>> probs.shape
+      (4, 2)
+    """
+
+    fit: Callable[..., Any]
+    apply: Callable[..., jax.Array]
+
+
+class FitInfo(NamedTuple):
+    """Convergence information of a fitted parametric calibrator (0-d arrays).
+
+    Attributes:
+      loss: the minimised objective at the returned parameters: the weighted mean negative
+        log-likelihood, plus the penalty where the calibrator has one.
+      grad_norm: the largest absolute gradient component at the returned parameters, with
+        respect to the optimised variables (for temperature scaling, d loss / d log T;
+        at a bound of T this need not be 0).
+      n_iter: int32 number of optimiser iterations.
+      converged: bool, the stopping test held before ``max_iter`` (see :func:`minimize`
+        and :func:`jaxcal.calibrators.temperature_scaling`).
+    """
+
+    loss: jax.Array
+    grad_norm: jax.Array
+    n_iter: jax.Array
+    converged: jax.Array
+
+
+def mark_inputs(cal: Calibrator, inputs: str) -> Calibrator:
+    """Record the input space on ``cal.fit`` (the reductions check it); return ``cal``."""
+    cal.fit.inputs = inputs
+    return cal
+
+
+def check_solver_options(optimizer: Any, max_iter: Any, tol: Any) -> int:
+    """Static checks of ``optimizer``, ``max_iter``, ``tol``; returns ``max_iter``."""
+    if optimizer is not None and not isinstance(optimizer, optax.GradientTransformation):
+        raise ValueError(
+            "`optimizer` must be an optax.GradientTransformation (e.g. optax.lbfgs()) or "
+            f"None; got {type(optimizer).__name__}."
+        )
+    max_iter = check_positive_int("max_iter", max_iter)
+    if tol is not None and (
+        isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0
+    ):
+        raise ValueError(f"`tol` must be None or a non-negative number; got {tol!r}.")
+    return max_iter
+
+
+def _max_abs(tree: Any) -> jax.Array:
+    return jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in jax.tree.leaves(tree)]))
+
+
+def minimize(
+    fun: Callable[[Any], jax.Array],
+    init: Any,
+    *,
+    optimizer: optax.GradientTransformation | None = None,
+    max_iter: int = 500,
+    tol: float | None = None,
+) -> tuple[Any, FitInfo]:
+    """Minimise a smooth scalar ``fun(params)`` with optax, entirely inside ``lax`` loops.
+
+    The default optimiser is ``optax.lbfgs()`` (L-BFGS with a zoom line search satisfying
+    the strong Wolfe conditions); its stored value and gradient are reused between
+    iterations. Any ``optax.GradientTransformation`` is accepted (Adam, SGD, ...).
+
+    Stopping test (scipy L-BFGS-B's): the largest absolute gradient component is at most
+    ``tol``, or, for optimisers with a line search (which decrease ``fun`` monotonically),
+    an iteration decreased ``fun`` by at most ``2 eps max(|f|, 1)`` (eps of the dtype; the
+    loss cannot improve at working precision). A non-finite value ends the loop and keeps
+    the last finite iterate. ``max_iter`` iterations at most.
+
+    Args:
+      fun: scalar objective of a pytree of parameters (closing over the data).
+      init: initial parameters (the identity map of the calibrator).
+      optimizer: an optax optimiser, or None for ``optax.lbfgs()``.
+      max_iter: maximum number of iterations.
+      tol: gradient tolerance; None: 1e-6 in float32, 1e-10 in float64.
+
+    Returns:
+      ``(params, FitInfo)``.
+
+    References:
+      Nocedal & Wright (2006), "Numerical Optimization", Alg. 7.4-7.5 and 3.5-3.6;
+      Byrd, Lu, Nocedal & Zhu (1995) for the L-BFGS-B stopping rules.
+    """
+    opt = optax.with_extra_args_support(optax.lbfgs() if optimizer is None else optimizer)
+    # optax is not written for strict dtype promotion (Adam's bias correction mixes int32
+    # counts and Python floats): its own calls run under the standard rules.
+    with jax.numpy_dtype_promotion("standard"):
+        state = opt.init(init)
+    reuse = optax.tree.get(state, "value") is not None and optax.tree.get(state, "grad") is not None
+    value, grad = jax.value_and_grad(fun)(init)
+    dtype = value.dtype
+    ftol = 2 * jnp.finfo(dtype).eps
+    if tol is None:
+        tol = 1e-10 if dtype == jnp.float64 else 1e-6
+
+    def cond(carry):
+        _, _, _, grad, k, stop = carry
+        return (k < max_iter) & (stop == 0) & ~(_max_abs(grad) <= tol)
+
+    def body(carry):
+        params, state, value, grad, k, _ = carry
+        with jax.numpy_dtype_promotion("standard"):
+            updates, new_state = opt.update(
+                grad, state, params, value=value, grad=grad, value_fn=fun
+            )
+        new_params = optax.apply_updates(params, updates)
+        new_params = jax.tree.map(lambda n, p: n.astype(p.dtype), new_params, params)
+        if reuse:
+            new_value = optax.tree.get(new_state, "value").astype(dtype)
+            new_grad = optax.tree.get(new_state, "grad")
+        else:
+            new_value, new_grad = jax.value_and_grad(fun)(new_params)
+        finite = jnp.isfinite(new_value) & jnp.isfinite(_max_abs(new_grad))
+        stalled = value - new_value <= ftol * jnp.maximum(jnp.abs(value), 1)
+        # 1: the loss stalled at working precision (converged), 2: a non-finite value.
+        stop = jnp.where(finite, (stalled & reuse).astype(jnp.int32), 2)
+        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)  # noqa: E731
+        return (
+            keep(new_params, params),
+            keep(new_state, state),
+            jnp.where(finite, new_value, value),
+            keep(new_grad, grad),
+            k + 1,
+            stop,
+        )
+
+    carry = (init, state, value, grad, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    params, _, value, grad, k, stop = jax.lax.while_loop(cond, body, carry)
+    gnorm = _max_abs(grad)
+    converged = (gnorm <= tol) | (stop == 1)
+    return params, FitInfo(value, gnorm, k, converged)
+
+
+def weighted_mean(losses: jax.Array, weights: jax.Array | None) -> jax.Array:
+    """sum(w l) / sum(w); 0 when the total weight is 0 (then every gradient is 0 too)."""
+    if weights is None:
+        return jnp.mean(losses)
+    w = weights.astype(losses.dtype)
+    total = jnp.sum(w)
+    return jnp.sum(w * losses) / jnp.where(total > 0, total, 1)

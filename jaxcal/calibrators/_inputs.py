@@ -1,0 +1,214 @@
+"""Input spaces of the calibrators, their validation and the conversions between them.
+
+A calibrator never guesses what its input is from the range of the values (a row of
+logits can look like probabilities, and probabilities are valid logits): the space is a
+static option, ``inputs=``, fixed when the calibrator is built.
+
+* Multiclass ``(N, K)``: ``"logits"`` (any finite reals, softmax gives the probabilities),
+  ``"log_probs"`` (log of rows on the simplex; ``-inf`` allowed for a zero probability) or
+  ``"probs"`` (rows on the simplex).
+* Binary ``(N,)`` (the positive class): ``"probs"`` (in [0, 1]) or ``"logits"`` (the
+  log-odds, any finite real).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcal._checks import (
+    SIMPLEX_ATOL,
+    as_float,
+    check_labels,
+    check_option,
+    check_probs,
+    check_unit_interval,
+    check_weights,
+    compute_dtype,
+    is_concrete,
+)
+
+MULTICLASS_INPUTS = ("logits", "log_probs", "probs")
+BINARY_INPUTS = ("probs", "logits")
+
+
+def _check_array(x: Any, name: str, ndim: int) -> jax.Array:
+    arr = as_float(x, name)
+    if arr.ndim != ndim:
+        shape = "(N,)" if ndim == 1 else "(N, K)"
+        raise ValueError(f"`{name}` must be {ndim}-D {shape}; got {arr.ndim}-D shape {arr.shape}.")
+    if arr.shape[0] == 0:
+        raise ValueError(f"`{name}` must not be empty; got shape {arr.shape}.")
+    return arr
+
+
+def check_multiclass_inputs(x: Any, inputs: str, name: str = "logits") -> jax.Array:
+    """Validate ``(N, K)`` inputs (K >= 2) in the space ``inputs``; return a float array."""
+    arr = _check_array(x, name, 2)
+    if arr.shape[1] < 2:
+        raise ValueError(f"`{name}` must have at least 2 class columns; got shape {arr.shape}.")
+    if inputs == "probs":
+        return check_probs(arr, name)
+    if is_concrete(arr):
+        values = np.asarray(arr, dtype=np.float64)
+        if inputs == "logits":
+            bad = ~np.isfinite(values)
+            if bad.any():
+                idx = tuple(int(i) for i in np.argwhere(bad)[0])
+                raise ValueError(f"`{name}` must be finite; got {values[idx]} at index {idx}.")
+        else:  # log_probs: no NaN, no +inf, rows log-sum-exp to 0
+            if np.isnan(values).any() or (values == np.inf).any():
+                raise ValueError(f"`{name}` log-probabilities must not be NaN or +inf.")
+            with np.errstate(divide="ignore"):
+                sums = np.exp(values).sum(axis=1)
+            worst = int(np.argmax(np.abs(sums - 1)))
+            if abs(sums[worst] - 1) > SIMPLEX_ATOL:
+                raise ValueError(
+                    f"`{name}` must hold log-probabilities (exp of each row sums to 1 within "
+                    f"{SIMPLEX_ATOL}); row {worst} sums to {sums[worst]:.6g}. "
+                    'Build the calibrator with inputs="logits" for unnormalised scores.'
+                )
+    return arr
+
+
+def check_binary_inputs(x: Any, inputs: str, name: str = "scores") -> jax.Array:
+    """Validate ``(N,)`` positive-class scores in the space ``inputs``."""
+    arr = _check_array(x, name, 1)
+    if inputs == "probs":
+        check_unit_interval(name, arr)
+    elif is_concrete(arr):
+        values = np.asarray(arr, dtype=np.float64)
+        bad = ~np.isfinite(values)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"`{name}` must be finite; got {values[i]} at index {i}.")
+    return arr
+
+
+def check_fit_args(
+    x: Any, labels: Any, weights: Any, inputs: str, *, binary: bool
+) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    """Validate the ``(x, labels, weights)`` of a ``fit``: binary or multiclass."""
+    if binary:
+        arr = check_binary_inputs(x, inputs)
+        num_classes = 2
+    else:
+        arr = check_multiclass_inputs(x, inputs)
+        num_classes = arr.shape[1]
+    n = arr.shape[0]
+    return arr, check_labels(labels, n, num_classes), check_weights(weights, n)
+
+
+def _compute(x: jax.Array) -> jax.Array:
+    return x.astype(compute_dtype(x.dtype))
+
+
+def log_probs_of(x: jax.Array, inputs: str) -> jax.Array:
+    """Kernel: ``(N, K)`` inputs to log-probabilities, finite (zero probabilities clip)."""
+    x = _compute(x)
+    floor = jnp.log(jnp.finfo(x.dtype).tiny)
+    if inputs == "probs":
+        return jnp.log(jnp.maximum(x, jnp.finfo(x.dtype).tiny))
+    if inputs == "log_probs":
+        x = jnp.maximum(x, floor)
+    return jax.nn.log_softmax(x, axis=-1)
+
+
+def probs_of(x: jax.Array, inputs: str) -> jax.Array:
+    """Kernel: inputs (``(N,)`` binary or ``(N, K)``) to probabilities."""
+    x = _compute(x)
+    if inputs == "probs":
+        return jnp.clip(x, 0, 1)
+    if x.ndim == 1:
+        return jax.nn.sigmoid(x)
+    return jax.nn.softmax(x, axis=-1)
+
+
+def log_odds_of(x: jax.Array, inputs: str) -> jax.Array:
+    """Kernel: ``(N,)`` binary inputs to finite log-odds (probabilities clip to [eps, 1-eps])."""
+    x = _compute(x)
+    if inputs == "logits":
+        return x
+    eps = jnp.finfo(x.dtype).eps
+    p = jnp.clip(x, eps, 1 - eps)
+    return jnp.log(p) - jnp.log1p(-p)
+
+
+def log_probs_pair_of(x: jax.Array, inputs: str) -> tuple[jax.Array, jax.Array]:
+    """Kernel: ``(log p, log(1 - p))`` of binary inputs, finite (probabilities clip)."""
+    x = _compute(x)
+    if inputs == "logits":
+        return jax.nn.log_sigmoid(x), jax.nn.log_sigmoid(-x)
+    eps = jnp.finfo(x.dtype).eps
+    p = jnp.clip(x, eps, 1 - eps)
+    return jnp.log(p), jnp.log1p(-p)
+
+
+def to_probs(x: Any, *, inputs: str) -> jax.Array:
+    """Probabilities from calibrator inputs in the stated space.
+
+    ``(N, K)``: ``"logits"`` and ``"log_probs"`` go through a softmax (so log-probabilities
+    are renormalised), ``"probs"`` are returned as they are. ``(N,)`` (binary, the positive
+    class): ``"logits"`` (log-odds) go through the logistic sigmoid.
+
+    Args:
+      x: ``(N,)`` or ``(N, K)`` array.
+      inputs: the space of ``x``: ``"logits"``, ``"log_probs"`` (2-D only) or ``"probs"``.
+
+    Returns:
+      Array of the shape of ``x``, in at least float32.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> to_probs(jnp.array([[0.0, 0.0]]), inputs="logits").tolist()
+      [[0.5, 0.5]]
+      >>> to_probs(jnp.array([0.0]), inputs="logits").tolist()
+      [0.5]
+
+    References:
+      Bridle (1990), the softmax; Platt (1999), log-odds of a binary score.
+    """
+    arr = as_float(x, "x")
+    if arr.ndim == 1:
+        check_option("inputs", inputs, BINARY_INPUTS)
+        arr = check_binary_inputs(arr, inputs, "x")
+    else:
+        check_option("inputs", inputs, MULTICLASS_INPUTS)
+        arr = check_multiclass_inputs(arr, inputs, "x")
+    return probs_of(arr, inputs)
+
+
+def to_logits(x: Any, *, inputs: str) -> jax.Array:
+    """Logits from calibrator inputs in the stated space; the inverse of :func:`to_probs`.
+
+    ``(N, K)``: the log-probabilities ``log_softmax(x)`` (valid logits: softmax recovers the
+    probabilities); a zero probability maps to ``log(finfo.tiny)`` (about -87 in float32,
+    -708 in float64) so results stay finite. ``(N,)`` binary: the log-odds
+    ``log p - log(1 - p)``, with ``p`` clipped to ``[eps, 1 - eps]`` (machine epsilon of
+    the dtype: about +-15.9 in float32, +-36 in float64), as in beta calibration's
+    reference code.
+
+    Args:
+      x: ``(N,)`` or ``(N, K)`` array.
+      inputs: the space of ``x``: ``"logits"``, ``"log_probs"`` (2-D only) or ``"probs"``.
+
+    Returns:
+      Finite array of the shape of ``x``, in at least float32.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> round(float(to_logits(jnp.array([0.75]), inputs="probs")[0]), 4)  # log 3
+      1.0986
+
+    References:
+      Kull, Silva Filho & Flach (2017), beta calibration (clipping of probabilities).
+    """
+    arr = as_float(x, "x")
+    if arr.ndim == 1:
+        check_option("inputs", inputs, BINARY_INPUTS)
+        return log_odds_of(check_binary_inputs(arr, inputs, "x"), inputs)
+    check_option("inputs", inputs, MULTICLASS_INPUTS)
+    return log_probs_of(check_multiclass_inputs(arr, inputs, "x"), inputs)
