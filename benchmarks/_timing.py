@@ -9,10 +9,13 @@ wrapper for the given shapes, which is what a user pays once per new input shape
 
 API:
   ``Timing(median, best, repeats)``: seconds; ``repeats`` is the number of timed calls.
-  ``time_call(fn, *args, repeats=7, budget_s=10.0) -> Timing``
-  ``time_interleaved(cases, repeats=7, budget_s=10.0, outputs=None) -> dict[str, Timing]``
-    where ``cases`` maps a name to a zero-argument callable; ``outputs`` (a dict) receives
-    each case's warm-up result.
+  ``time_call(fn, *args, repeats=7, budget_s=10.0, clock="wall") -> Timing``
+  ``time_interleaved(cases, repeats=7, budget_s=10.0, outputs=None, max_call_s=None,``
+    ``clock="wall")``
+    ``-> dict[str, Timing]``, where ``cases`` maps a name to a zero-argument callable;
+    ``outputs`` (a dict) receives each case's warm-up result; a case whose warm-up call
+    takes more than ``max_call_s`` is not repeated (its ``Timing.repeats`` is 0);
+    ``clock="cpu"`` measures process CPU time instead of wall time (see ``CLOCKS``).
   ``compile_seconds(fn, *args, **static) -> tuple[float, float]``: (trace + lower, compile).
   ``environment() -> str``: one line with jax / jaxlib / numpy versions, CPU, cores, load.
   ``fmt_ms(seconds) -> str``: milliseconds with 3 significant digits.
@@ -34,7 +37,7 @@ MIN_REPEATS = 3
 
 
 class Timing(NamedTuple):
-    """Steady-state timing of one case, in seconds."""
+    """Steady-state timing of one case, in seconds (``repeats == 0``: one call, not repeated)."""
 
     median: float
     best: float
@@ -46,10 +49,17 @@ def _sync(out: Any) -> Any:
     return jax.block_until_ready(out)
 
 
-def _once(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
+#: ``"wall"``: elapsed time (what a user waits). ``"cpu"``: CPU time of the whole process,
+#: all threads (the work done; on a loaded machine, under ``taskset -c 0``, it estimates the
+#: time the call would take alone on one core).
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def _once(fn: Callable[[], Any], clock: str = "wall") -> float:
+    now = CLOCKS[clock]
+    start = now()
     _sync(fn())
-    return time.perf_counter() - start
+    return now() - start
 
 
 def time_interleaved(
@@ -57,33 +67,49 @@ def time_interleaved(
     repeats: int = 7,
     budget_s: float = 10.0,
     outputs: dict[str, Any] | None = None,
+    max_call_s: float | None = None,
+    clock: str = "wall",
 ) -> dict[str, Timing]:
     """Time several zero-argument callables round-robin, after one warm-up call each.
 
     Interleaving spreads load changes of a shared machine over all cases alike. A case
     stops being repeated once it has run ``MIN_REPEATS`` times and spent ``budget_s``
     seconds in total, so slow peers do not dominate the run. When ``outputs`` is a dict,
-    the warm-up results are stored in it by name (to check the values agree).
+    the warm-up results are stored in it by name (to check the values agree). A case
+    whose warm-up call alone takes more than ``max_call_s`` seconds is not repeated: its
+    :class:`Timing` is that one call, with ``repeats=0``. ``clock`` is a key of ``CLOCKS``.
     """
+    warm: dict[str, float] = {}
     for name, fn in cases.items():  # warm-up: compilation, allocator and cache effects
+        now = CLOCKS[clock]
+        start = now()
         out = _sync(fn())
+        warm[name] = now() - start
         if outputs is not None:
             outputs[name] = out
-    times: dict[str, list[float]] = {name: [] for name in cases}
+    slow = {name for name, t in warm.items() if max_call_s is not None and t > max_call_s}
+    times: dict[str, list[float]] = {name: [] for name in cases if name not in slow}
     for _ in range(max(repeats, 1)):
-        for name, fn in cases.items():
-            spent = sum(times[name])
-            if len(times[name]) >= MIN_REPEATS and spent > budget_s:
+        for name, ts in times.items():
+            if len(ts) >= MIN_REPEATS and sum(ts) > budget_s:
                 continue
-            times[name].append(_once(fn))
-    return {
-        name: Timing(float(np.median(ts)), float(np.min(ts)), len(ts)) for name, ts in times.items()
-    }
+            ts.append(_once(cases[name], clock))
+    result = {name: Timing(warm[name], warm[name], 0) for name in slow}
+    for name, ts in times.items():
+        result[name] = Timing(float(np.median(ts)), float(np.min(ts)), len(ts))
+    return {name: result[name] for name in cases}
 
 
-def time_call(fn: Callable[..., Any], *args: Any, repeats: int = 7, budget_s: float = 10.0):
+def time_call(
+    fn: Callable[..., Any],
+    *args: Any,
+    repeats: int = 7,
+    budget_s: float = 10.0,
+    clock: str = "wall",
+) -> Timing:
     """Steady-state :class:`Timing` of ``fn(*args)`` (warm-up call first, then repeats)."""
-    return time_interleaved({"case": lambda: fn(*args)}, repeats, budget_s)["case"]
+    cases = {"case": lambda: fn(*args)}
+    return time_interleaved(cases, repeats, budget_s, clock=clock)["case"]
 
 
 def compile_seconds(fn: Callable[..., Any], *args: Any, **jit_kwargs: Any) -> tuple[float, float]:
@@ -118,6 +144,8 @@ def environment() -> str:
     load = ""
     if hasattr(os, "getloadavg"):
         load = f", load average {os.getloadavg()[0]:.1f}"
+    if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) != os.cpu_count():
+        load += f", pinned to {len(os.sched_getaffinity(0))} of them"
     devices = ", ".join(sorted({d.platform for d in jax.devices()}))
     return (
         f"jax {jax.__version__} (jaxlib {jaxlib.__version__}, {devices}), numpy {np.__version__},"
