@@ -242,3 +242,49 @@ def segment_stats(
     )
     sum_score = sums[:, 1] if offsets is None else sums[:, 1] + offsets * sums[:, 0]
     return BinStats(count.astype(jnp.int32), sums[:, 0], sum_score, sums[:, 2])
+
+
+def segment_sums(values, segment_ids: jax.Array, num_segments: int) -> jax.Array:
+    """Per-segment sums of several arrays at once, accurate for any number of rows.
+
+    Rows (axis 0) are grouped in blocks of ``_BLOCK``; within a block each array is summed
+    by its own scalar ``segment_sum`` (on XLA:CPU, C scalar scatters are several times
+    faster than one scatter of C-wide rows, as ``_blocked_segment_sum`` does), then the
+    blocks are added by a pairwise tree. ``segment_ids`` may be ``(N,)`` or ``(N, K)``:
+    for ``(N, K)`` ids where each row sends its K entries to distinct segments (e.g.
+    ``class * M + bin``), a segment takes at most ``_BLOCK`` values per block, so float32
+    sums keep ~1e-5 relative accuracy for any N, and the partial sums take
+    ``ceil(N / _BLOCK) * S`` numbers per array (blocks of ``_BLOCK`` flattened entries
+    would take K times more).
+
+    Args:
+      values: sequence of C arrays, each of the shape of ``segment_ids`` and one float
+        dtype.
+      segment_ids: int32 ``(N,)`` or ``(N, K)`` in ``[0, num_segments)``.
+      num_segments: S (``ceil(N / _BLOCK) * S`` must fit in int32).
+
+    Returns:
+      ``(C, S)`` sums in the values' dtype.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> ids = jnp.array([[0, 2], [1, 3], [0, 3]])
+      >>> v = jnp.array([[0.5, 0.5], [0.25, 0.75], [1.0, 0.0]])
+      >>> segment_sums([v, v * v], ids, 4).tolist()
+      [[1.5, 0.25, 0.5, 0.75], [1.25, 0.0625, 0.25, 0.5625]]
+    """
+    n = segment_ids.shape[0]
+    n_blocks = max(1, -(-n // _BLOCK))
+    block = jnp.arange(n, dtype=jnp.int32) // _BLOCK
+    block = block.reshape((n,) + (1,) * (segment_ids.ndim - 1))
+    ids = (block * num_segments + segment_ids).reshape(-1)
+    partial = jnp.stack(
+        [
+            jax.ops.segment_sum(v.reshape(-1), ids, n_blocks * num_segments).reshape(
+                n_blocks, num_segments
+            )
+            for v in values
+        ],
+        axis=1,
+    )  # (blocks, C, S)
+    return _pairwise_sum(partial)
