@@ -287,7 +287,8 @@ def _finish(out: Any, has_levels: bool) -> Any:
 
 @jax.jit
 def _regression_coverage_kernel(y, lower, upper, weights):
-    return _mean(_covered(y, lower, upper), weights, lower.dtype)
+    out = _mean(_covered(y, _as_levels(lower), _as_levels(upper)), weights, lower.dtype)
+    return _finish(out, lower.ndim == 2)
 
 
 def regression_coverage_score(y: Any, lower: Any, upper: Any, *, weights: Any = None) -> jax.Array:
@@ -319,13 +320,13 @@ def regression_coverage_score(y: Any, lower: Any, upper: Any, *, weights: Any = 
       Bates (2021), "A gentle introduction to conformal prediction".
     """
     y, lower, upper, weights, _ = _check_intervals(y, lower, upper, weights)
-    out = _regression_coverage_kernel(y, _as_levels(lower), _as_levels(upper), weights)
-    return _finish(out, lower.ndim == 2)
+    return _regression_coverage_kernel(y, lower, upper, weights)
 
 
 @jax.jit
 def _regression_width_kernel(lower, upper, weights):
-    return _mean(jnp.abs(upper - lower), weights, lower.dtype)
+    out = _mean(_as_levels(jnp.abs(upper - lower)), weights, lower.dtype)
+    return _finish(out, lower.ndim == 2)
 
 
 def regression_mean_width_score(lower: Any, upper: Any, *, weights: Any = None) -> jax.Array:
@@ -354,8 +355,7 @@ def regression_mean_width_score(lower: Any, upper: Any, *, weights: Any = None) 
       MAPIE 1.6, ``mapie.metrics.regression.regression_mean_width_score``.
     """
     _, lower, upper, weights, _ = _check_intervals(None, lower, upper, weights, need_y=False)
-    out = _regression_width_kernel(_as_levels(lower), _as_levels(upper), weights)
-    return _finish(out, lower.ndim == 2)
+    return _regression_width_kernel(lower, upper, weights)
 
 
 def _set_levels(sets: jax.Array) -> jax.Array:
@@ -369,7 +369,8 @@ def _set_covered(labels: jax.Array, sets: jax.Array) -> jax.Array:
 
 @partial(jax.jit, static_argnames=("dtype",))
 def _classification_coverage_kernel(labels, sets, weights, dtype):
-    return _mean(_set_covered(labels, sets), weights, dtype)
+    out = _mean(_set_covered(labels, _set_levels(sets)), weights, dtype)
+    return _finish(out, sets.ndim == 3)
 
 
 def classification_coverage_score(labels: Any, sets: Any, *, weights: Any = None) -> jax.Array:
@@ -398,14 +399,13 @@ def classification_coverage_score(labels: Any, sets: Any, *, weights: Any = None
       MAPIE 1.6, ``mapie.metrics.classification.classification_coverage_score``.
     """
     labels, sets, weights, dtype = _check_sets(labels, sets, weights)
-    out = _classification_coverage_kernel(labels, _set_levels(sets), weights, dtype)
-    return _finish(out, sets.ndim == 3)
+    return _classification_coverage_kernel(labels, sets, weights, dtype)
 
 
 @partial(jax.jit, static_argnames=("dtype",))
 def _classification_width_kernel(sets, weights, dtype):
-    sizes = jnp.sum(sets, axis=1, dtype=jnp.int32).astype(dtype)
-    return _mean(sizes, weights, dtype)
+    sizes = jnp.sum(_set_levels(sets), axis=1, dtype=jnp.int32).astype(dtype)
+    return _finish(_mean(sizes, weights, dtype), sets.ndim == 3)
 
 
 def classification_mean_width_score(sets: Any, *, weights: Any = None) -> jax.Array:
@@ -430,8 +430,7 @@ def classification_mean_width_score(sets: Any, *, weights: Any = None) -> jax.Ar
       MAPIE 1.6, ``mapie.metrics.classification.classification_mean_width_score``.
     """
     _, sets, weights, dtype = _check_sets(None, sets, weights, need_labels=False)
-    out = _classification_width_kernel(_set_levels(sets), weights, dtype)
-    return _finish(out, sets.ndim == 3)
+    return _classification_width_kernel(sets, weights, dtype)
 
 
 # ------------------------------------------------------------ size-stratified coverage
@@ -452,18 +451,67 @@ def _ssc_min(ssc: SizeStratifiedCoverage) -> jax.Array:
     return jnp.where(live.any(axis=-1), worst, 0).astype(ssc.coverage.dtype)
 
 
-def _rank_groups(n_eff: jax.Array, n: int, num_bins: int) -> jax.Array:
-    """Group of each sorted position, as ``np.array_split(range(n_eff), num_bins)``.
+# Up to this many group boundaries, ranks are found by bisection on the widths' bit
+# patterns (B - 1 order statistics in 31 / 63 counting passes); beyond, by a full sort.
+# XLA:CPU sorts 1e6 floats in ~1 s (NumPy: ~70 ms), the selection takes ~50 ms.
+_SELECT_MAX_BOUNDARIES = 16
 
-    The first ``n_eff % B`` groups hold ``n_eff // B + 1`` positions, the others
-    ``n_eff // B``; positions past ``n_eff`` (zero-weight samples) are clipped into the last
-    group, where their zero weight leaves no trace.
-    """
-    r = jnp.arange(n, dtype=jnp.int32)
+
+def _group_starts(n_eff: jax.Array, num_bins: int) -> jax.Array:
+    """Sorted positions where groups 1..B-1 start, as ``np.array_split`` cuts n_eff items."""
+    b = jnp.arange(1, num_bins, dtype=jnp.int32)
     q, rem = n_eff // num_bins, n_eff % num_bins
-    boundary = rem * (q + 1)
-    group = jnp.where(r < boundary, r // (q + 1), rem + (r - boundary) // jnp.maximum(q, 1))
-    return jnp.clip(group, 0, num_bins - 1).astype(jnp.int32)
+    return b * q + jnp.minimum(b, rem)
+
+
+def _order_statistics(key: jax.Array, positions: jax.Array) -> jax.Array:
+    """``sort(key)[positions]`` for non-negative floats, by bisection on their bit patterns.
+
+    Non-negative IEEE floats (and +inf) order like their bit patterns read as integers.
+    A position past the end gives +inf.
+    """
+    int_type = jnp.int32 if key.dtype.itemsize == 4 else jnp.int64
+    bits = jax.lax.bitcast_convert_type(key, int_type)
+    top = jax.lax.bitcast_convert_type(jnp.asarray(jnp.inf, key.dtype), int_type)
+    lo = jnp.zeros(positions.shape, int_type)
+    hi = jnp.full(positions.shape, top, int_type)
+
+    def halve(_, bounds):  # invariant: the answer lies in [lo, hi]
+        lo, hi = bounds
+        mid = lo + (hi - lo) // 2
+        count = jnp.sum(bits[:, None] <= mid[None, :], axis=0, dtype=jnp.int32)
+        enough = count >= positions + 1
+        return jnp.where(enough, lo, mid + 1), jnp.where(enough, mid, hi)
+
+    steps = 8 * key.dtype.itemsize - 1
+    lo, _ = jax.lax.fori_loop(0, steps, halve, (lo, hi))
+    return jax.lax.bitcast_convert_type(lo, key.dtype)
+
+
+def _rank_groups_by_selection(key: jax.Array, n_eff: jax.Array, num_bins: int) -> jax.Array:
+    """Group of each sample (original order) by its stable rank of ``key``, without sorting.
+
+    Sample i sits at or after the start p_b of group b iff ``key_i > v_b``, or
+    ``key_i == v_b`` and fewer than ``p_b - #{key < v_b}`` equal keys precede it (stable
+    order), with ``v_b`` the key at sorted position p_b.
+    """
+    starts = _group_starts(n_eff, num_bins)
+    values = _order_statistics(key, starts)
+    below = jnp.sum(key[:, None] < values[None, :], axis=0, dtype=jnp.int32)
+    equal = key[:, None] == values[None, :]
+    earlier_equal = jnp.cumsum(equal, axis=0, dtype=jnp.int32) - equal.astype(jnp.int32)
+    quota = (starts - below)[None, :]
+    after = (key[:, None] > values[None, :]) | (equal & (earlier_equal >= quota))
+    return jnp.sum(after, axis=1, dtype=jnp.int32)
+
+
+def _rank_groups_by_sort(key: jax.Array, n_eff: jax.Array, num_bins: int):
+    """(order, group of each sorted position) by a stable argsort of ``key``."""
+    n = key.shape[0]
+    order = jnp.argsort(key, stable=True)
+    r = jnp.arange(n, dtype=jnp.int32)
+    groups = jnp.sum(r[:, None] >= _group_starts(n_eff, num_bins)[None, :], axis=1)
+    return order, groups.astype(jnp.int32)
 
 
 def _regression_ssc_level(y, lower, upper, weights, num_bins):
@@ -473,11 +521,14 @@ def _regression_ssc_level(y, lower, upper, weights, num_bins):
     if weights is None:
         key, n_eff = width, jnp.asarray(n, jnp.int32)
     else:
+        # zero-weight samples rank last (+inf); groups are cut among the others
         positive = weights > 0
         key = jnp.where(positive, width, jnp.inf)
         n_eff = jnp.sum(positive, dtype=jnp.int32)
-    order = jnp.argsort(key, stable=True)
-    groups = _rank_groups(n_eff, n, num_bins)
+    if num_bins - 1 <= _SELECT_MAX_BOUNDARIES:
+        groups = _rank_groups_by_selection(key, n_eff, num_bins)
+        return segment_stats(groups, width, covered, num_bins, weights)
+    order, groups = _rank_groups_by_sort(key, n_eff, num_bins)
     w = None if weights is None else weights[order]
     return segment_stats(groups, width[order], covered[order], num_bins, w)
 
@@ -485,8 +536,10 @@ def _regression_ssc_level(y, lower, upper, weights, num_bins):
 @partial(jax.jit, static_argnames=("num_bins",))
 def _regression_ssc_kernel(y, lower, upper, weights, num_bins):
     level = partial(_regression_ssc_level, num_bins=num_bins)
-    stats = jax.vmap(level, in_axes=(None, 1, 1, None))(y, lower, upper, weights)
-    return _ssc_from_stats(stats)
+    stats = jax.vmap(level, in_axes=(None, 1, 1, None))(
+        y, _as_levels(lower), _as_levels(upper), weights
+    )
+    return _finish(_ssc_from_stats(stats), lower.ndim == 2)
 
 
 def regression_ssc(
@@ -539,8 +592,7 @@ def regression_ssc(
     """
     num_bins = check_positive_int("num_bins", num_bins)
     y, lower, upper, weights, _ = _check_intervals(y, lower, upper, weights)
-    out = _regression_ssc_kernel(y, _as_levels(lower), _as_levels(upper), weights, num_bins)
-    return _finish(out, lower.ndim == 2)
+    return _regression_ssc_kernel(y, lower, upper, weights, num_bins)
 
 
 def regression_ssc_score(
@@ -585,10 +637,10 @@ def _classification_ssc_level(labels, sets, weights, table, n_groups, dtype):
 
 @partial(jax.jit, static_argnames=("num_bins", "dtype"))
 def _classification_ssc_kernel(labels, sets, weights, num_bins, dtype):
-    table, n_groups = _size_group_table(sets.shape[1], num_bins)
+    table, n_groups = _size_group_table(sets.shape[1], num_bins)  # K = sets.shape[1]
     level = partial(_classification_ssc_level, table=table, n_groups=n_groups, dtype=dtype)
-    stats = jax.vmap(level, in_axes=(None, 2, None))(labels, sets, weights)
-    return _ssc_from_stats(stats)
+    stats = jax.vmap(level, in_axes=(None, 2, None))(labels, _set_levels(sets), weights)
+    return _finish(_ssc_from_stats(stats), sets.ndim == 3)
 
 
 def _check_set_bins(num_bins: int | None, num_classes: int) -> int | None:
@@ -644,8 +696,7 @@ def classification_ssc(
     """
     labels, sets, weights, dtype = _check_sets(labels, sets, weights)
     num_bins = _check_set_bins(num_bins, sets.shape[1])
-    out = _classification_ssc_kernel(labels, _set_levels(sets), weights, num_bins, dtype)
-    return _finish(out, sets.ndim == 3)
+    return _classification_ssc_kernel(labels, sets, weights, num_bins, dtype)
 
 
 def classification_ssc_score(
@@ -675,72 +726,99 @@ def classification_ssc_score(
 # ----------------------------------------------------------------------------------- HSIC
 
 # Fast Gauss transform of the quadratic form b^T K b, K_ij = exp(-(z_i - z_j)^2), in 1-D.
-# Boxes of unit width in z; the sources of a box are expanded in Hermite functions about its
-# centre (|z - c| <= 1/2), and each sample sums the expansions of the boxes within
-# _HSIC_REACH boxes of its own (farther pairs are > _HSIC_REACH apart: the kernel is below
-# exp(-reach^2)). A term of order n is bounded by sum|b| (sqrt(2)/2)^n / sqrt(n!), so
-# _HSIC_TERMS terms leave a relative error below ~1e-17 (float64) / 3e-8 (float32).
+# Cells of unit width in z; the sources of a cell are expanded in Hermite functions about its
+# centre (|z - c| <= 1/2), and each sample sums the expansions of the cells up to
+# _HSIC_REACH cells above its own, twice (pairs in cells further apart are more than
+# _HSIC_REACH apart: the kernel is below exp(-reach^2)). A term of order k is bounded by
+# sum|b| (sqrt(2)/2)^k / sqrt(k!), so _HSIC_TERMS terms leave a relative error below
+# ~1e-17 (float64) / 3e-8 (float32).
 _HSIC_TERMS = {4: 14, 8: 26}
 _HSIC_REACH = {4: 5, 8: 6}
 
 
-def _gauss_quadratic_form(z: jax.Array, b: jax.Array) -> jax.Array:
-    """``sum_ij b_i b_j exp(-(z_i - z_j)^2)`` in O(N log N) (sort) + O(N) work."""
-    dtype = z.dtype
-    n = z.shape[0]
+def _hermite_form(z: jax.Array, b: jax.Array, cell: jax.Array, centre: jax.Array) -> jax.Array:
+    """``sum_ij b_i b_j exp(-(z_i - z_j)^2)`` from unit cells.
+
+    Args:
+      z, b: ``(N,)`` points and weights.
+      cell: ``(N,)`` int32 cell ids in ``[0, M)``, increasing with z, such that every cell
+        within ``_HSIC_REACH`` above a point's own has an id at most ``_HSIC_REACH`` higher.
+      centre: ``(M,)`` cell centres (each point within 1/2 of its cell's centre).
+    """
+    dtype, n_cells = z.dtype, centre.shape[0]
     terms, reach = _HSIC_TERMS[dtype.itemsize], _HSIC_REACH[dtype.itemsize]
-    order = jnp.argsort(z)
-    zs, bs = z[order], b[order]
-    grid = jnp.floor(zs - zs[0])  # unit boxes from the smallest value
-    new_box = jnp.concatenate([jnp.ones(1, bool), grid[1:] != grid[:-1]])
-    box = jnp.cumsum(new_box, dtype=jnp.int32) - 1  # compact box ids, sorted
-    centre = zs[0] + grid + 0.5
-    box_centre = jnp.zeros(n, dtype).at[box].set(centre)
-    # Hermite coefficients a[box, k] = sum_{j in box} b_j (sqrt(2) d_j)^k / sqrt(k!).
-    d = jnp.sqrt(jnp.asarray(2, dtype)) * (zs - centre)
+    # Hermite coefficients a[cell, k] = sum_{j in cell} b_j (sqrt(2) d_j)^k / sqrt(k!).
+    d = jnp.sqrt(jnp.asarray(2, dtype)) * (z - centre[cell])
     inv_sqrt_k = jnp.asarray([1 / math.sqrt(k) for k in range(1, terms)], dtype)
-    ratios = jnp.concatenate([jnp.ones((n, 1), dtype), d[:, None] * inv_sqrt_k[None, :]], axis=1)
-    powers = bs[:, None] * jnp.cumprod(ratios, axis=1)
-    coeffs = jax.ops.segment_sum(powers, box, num_segments=n, indices_are_sorted=True).T
+    ratios = jnp.concatenate(
+        [jnp.ones((z.shape[0], 1), dtype), d[:, None] * inv_sqrt_k[None, :]], axis=1
+    )
+    coeffs = jax.ops.segment_sum(b[:, None] * jnp.cumprod(ratios, axis=1), cell, n_cells).T
     alpha = [math.sqrt(2.0 / (k + 1)) for k in range(terms)]
     beta = [math.sqrt(k / (k + 1)) for k in range(terms)]
 
-    def add_boxes_at(offset, total):  # by symmetry: boxes j = i once, j > i twice
-        source = box + offset
-        valid = source < n
-        source = jnp.minimum(source, n - 1)
-        x = zs - box_centre[source]
+    def add_cells_at(offset, total):  # by symmetry: cells j = i once, j > i twice
+        source = cell + offset
+        valid = source < n_cells
+        source = jnp.minimum(source, n_cells - 1)
+        x = z - centre[source]
         a = coeffs[:, source]
         # chi_k(x) = pi^(1/4) exp(-x^2/2) psi_k(x) (psi: normalised Hermite functions), so
-        # sum_k a_k chi_k(x) = sum_{j in box} b_j exp(-(z - z_j)^2).
+        # sum_k a_k chi_k(x) = sum_{j in cell} b_j exp(-(z - z_j)^2).
         chi_prev, chi = jnp.zeros_like(x), jnp.exp(-(x * x))
         field = a[0] * chi
         for k in range(1, terms):
             chi_prev, chi = chi, alpha[k - 1] * x * chi - beta[k - 1] * chi_prev
             field = field + a[k] * chi
-        contribution = _colsum(jnp.where(valid, bs * field, 0)[:, None])[0]
+        contribution = _colsum(jnp.where(valid, b * field, 0)[:, None])[0]
         return total + jnp.where(offset == 0, 1, 2).astype(dtype) * contribution
 
-    return jax.lax.fori_loop(0, reach + 1, add_boxes_at, jnp.zeros((), dtype))
+    return jax.lax.fori_loop(0, reach + 1, add_cells_at, jnp.zeros((), dtype))
 
 
-def _hsic_level(y, lower, upper, weights, inv_sqrt_k0, decay):
-    dtype = lower.dtype
-    width = jnp.abs(upper - lower)
-    covered = ((lower <= y) & (y <= upper)).astype(dtype)
-    w = jnp.ones_like(width) if weights is None else weights
-    total = _colsum(w[:, None])[0]
-    rate = _safe_divide(_colsum((w * covered)[:, None])[0], total)
-    b = w * (covered - rate)
-    form = _gauss_quadratic_form(width * inv_sqrt_k0, b)
-    scale = 2 * (1 - decay) / jnp.where(total > 1, (total - 1) ** 2, 1)
-    return jnp.where(total > 1, _safe_sqrt(scale * form), 0)
+def _form_on_grid(z: jax.Array, b: jax.Array) -> jax.Array:
+    """The Gauss form with cell ids ``floor(z - min z)``: needs ``max z - min z < N - 1``."""
+    n = z.shape[0]
+    low = jnp.min(z)
+    cell = jnp.clip(jnp.floor(z - low), 0, n - 1).astype(jnp.int32)
+    return _hermite_form(z, b, cell, low + jnp.arange(n, dtype=z.dtype) + 0.5)
+
+
+def _form_on_sorted_cells(z: jax.Array, b: jax.Array) -> jax.Array:
+    """The Gauss form for any spread of z: sort, then number the occupied cells 0, 1, ..."""
+    n = z.shape[0]
+    order = jnp.argsort(z)
+    zs, bs = z[order], b[order]
+    grid = jnp.floor(zs - zs[0])
+    new_cell = jnp.concatenate([jnp.ones(1, bool), grid[1:] != grid[:-1]])
+    cell = jnp.cumsum(new_cell, dtype=jnp.int32) - 1
+    centre = jnp.zeros(n, z.dtype).at[cell].set(zs[0] + grid + 0.5)
+    return _hermite_form(zs, bs, cell, centre)
 
 
 @jax.jit
 def _hsic_kernel(y, lower, upper, weights, inv_sqrt_k0, decay):
-    level = partial(_hsic_level, inv_sqrt_k0=inv_sqrt_k0, decay=decay)
-    return jax.vmap(level, in_axes=(None, 1, 1, None))(y, lower, upper, weights)
+    dtype = lower.dtype
+    has_levels = lower.ndim == 2
+    lower, upper = _as_levels(lower), _as_levels(upper)
+    n = lower.shape[0]
+    z = jnp.abs(upper - lower) * inv_sqrt_k0
+    covered = _covered(y, lower, upper).astype(dtype)
+    w = jnp.ones((n, 1), dtype) if weights is None else weights[:, None]
+    total = _colsum(w)[0]
+    rate = _safe_divide(_colsum(w * covered), total)
+    b = w * (covered - rate[None, :])
+    # Unit cells indexed directly when the spread of z is below N (no sort); else sorted.
+    spread = jnp.max(z, axis=0) - jnp.min(z, axis=0)
+    form = jax.lax.cond(
+        jnp.all(spread < n - 1),
+        jax.vmap(_form_on_grid, in_axes=1),
+        jax.vmap(_form_on_sorted_cells, in_axes=1),
+        z,
+        b,
+    )
+    scale = 2 * (1 - decay) / jnp.where(total > 1, (total - 1) ** 2, 1)
+    return _finish(jnp.where(total > 1, _safe_sqrt(scale * form), 0), has_levels)
 
 
 def hsic(
@@ -767,10 +845,11 @@ def hsic(
     Computation: since c is binary, ``HLH = 2 (1 - e^{-1/s_1}) c~ c~^T`` with
     ``c~ = c - mean(c)``, so the statistic is ``2 (1 - e^{-1/s_1}) c~^T K c~ / (n - 1)^2``;
     the Gaussian quadratic form is evaluated by a one-dimensional fast Gauss transform
-    (unit boxes, Hermite expansions truncated at float round-off), O(N log N) time and O(N)
-    memory where MAPIE builds three N x N matrices (O(N^2) memory, O(N^3) time): N = 1e6
-    runs here and not in MAPIE. The result matches the dense formula to round-off of the
-    terms' scale; near independence the quadratic form cancels, so float32 results carry
+    (unit cells of the scaled widths, Hermite expansions truncated at float round-off):
+    O(N) time and memory when the widths span fewer than N kernel widths ``sqrt(s_0)``,
+    else a sort first, O(N log N); MAPIE builds three N x N matrices (O(N^2) memory,
+    O(N^3) time), so N = 1e6 runs here and not in MAPIE. The result matches the dense
+    formula to round-off of the terms' scale; near independence the quadratic form cancels, so float32 results carry
     an absolute error up to ~1e-4 (float64: ~1e-8).
 
     Weights are frequency weights, not normalised: integer weights give MAPIE's value on
@@ -814,8 +893,7 @@ def hsic(
     y, lower, upper, weights, dtype = _check_intervals(y, lower, upper, weights)
     inv_sqrt_k0 = jnp.asarray(1 / math.sqrt(s0), dtype)
     decay = jnp.asarray(math.exp(-1 / s1), dtype)
-    out = _hsic_kernel(y, _as_levels(lower), _as_levels(upper), weights, inv_sqrt_k0, decay)
-    return _finish(out, lower.ndim == 2)
+    return _hsic_kernel(y, lower, upper, weights, inv_sqrt_k0, decay)
 
 
 # --------------------------------------------------------------------- CWC and Winkler
@@ -824,13 +902,15 @@ def hsic(
 @partial(jax.jit, static_argnames=("normalize",))
 def _cwc_kernel(y, lower, upper, weights, eta, confidence_level, normalize):
     dtype = lower.dtype
+    has_levels = lower.ndim == 2
+    lower, upper = _as_levels(lower), _as_levels(upper)
     coverage = _mean(_covered(y, lower, upper), weights, dtype)
     width = _mean(jnp.abs(upper - lower), weights, dtype)
     if normalize:
         width = _safe_divide(width, _live_range(y, weights))
     eta = eta.astype(dtype)
     level = confidence_level.astype(dtype)
-    return (1 - width) * jnp.exp(-eta * (coverage - level) ** 2)
+    return _finish((1 - width) * jnp.exp(-eta * (coverage - level) ** 2), has_levels)
 
 
 def coverage_width_based(
@@ -905,19 +985,20 @@ def coverage_width_based(
             "pass normalize=False for the unnormalised formula."
         )
     level = jnp.broadcast_to(level, (lower.shape[1] if has_levels else 1,))
-    out = _cwc_kernel(y, _as_levels(lower), _as_levels(upper), weights, eta, level, bool(normalize))
-    return _finish(out, has_levels)
+    return _cwc_kernel(y, lower, upper, weights, eta, level, bool(normalize))
 
 
 @jax.jit
 def _mwi_kernel(y, lower, upper, weights, confidence_level):
     dtype = lower.dtype
+    has_levels = lower.ndim == 2
+    lower, upper = _as_levels(lower), _as_levels(upper)
     lo, up = jnp.minimum(lower, upper), jnp.maximum(lower, upper)  # undo quantile crossing
     target = y[:, None]
     alpha = 1 - confidence_level.astype(dtype)
     miss = jnp.maximum(target - up, 0) + jnp.maximum(lo - target, 0)
     score = (up - lo) + (2 / alpha)[None, :] * miss
-    return _mean(score, weights, dtype)
+    return _finish(_mean(score, weights, dtype), has_levels)
 
 
 def regression_mwi_score(
@@ -966,5 +1047,4 @@ def regression_mwi_score(
         open_interval=True,
     )
     level = jnp.broadcast_to(level, (lower.shape[1] if has_levels else 1,))
-    out = _mwi_kernel(y, _as_levels(lower), _as_levels(upper), weights, level)
-    return _finish(out, has_levels)
+    return _mwi_kernel(y, lower, upper, weights, level)

@@ -80,7 +80,7 @@ def test_regression_metrics_match_mapie(use_x64):
         assert_close(
             cv.regression_mean_width_score(lo, up), mapie_reg.regression_mean_width_score(pis)
         )
-        for b in (1, 3, 7):
+        for b in (1, 3, 20):  # 20 groups: the sort path (more than 16 boundaries)
             ssc = cv.regression_ssc(y, lo, up, num_bins=b)
             assert ssc.coverage.shape == (L, b)
             assert_close(ssc.coverage, mapie_reg.regression_ssc(y64, pis, num_bins=b))
@@ -478,6 +478,27 @@ def test_regression_ssc_ties_broken_by_index():
     ssc = cv.regression_ssc(y, lo, up, num_bins=3)
     np.testing.assert_array_equal(ssc.coverage, [0, 1, 1])
     assert_close(ssc.mean_size, [0.5, 2, 4])
+
+
+@pytest.mark.parametrize("num_bins", [4, 20])  # selection and sort paths
+def test_regression_ssc_ties_match_stable_oracle(num_bins):
+    """Many tied widths across group boundaries, and a mask: a stable-sort NumPy oracle."""
+    y, lo, up = _intervals(31)
+    # dyadic bounds: widths are exact in float32, about 40 distinct values, many ties
+    lo = (np.round(lo * 64) / 64).astype(np.float32)
+    width = np.round((up - lo) * 16) / 16
+    up = (lo + width).astype(np.float32)
+    assert np.array_equal(up - lo, width)
+    keep = np.random.default_rng(32).uniform(size=N) < 0.8
+    covered = (lo <= y[:, None]) & (y[:, None] <= up)
+    expected = np.zeros((L, num_bins))
+    for level in range(L):
+        idx = np.flatnonzero(keep)
+        order = idx[np.argsort(width[idx, level], kind="stable")]
+        for g, members in enumerate(np.array_split(order, num_bins)):
+            expected[level, g] = covered[members, level].mean()
+    got = cv.regression_ssc(y, lo, up, num_bins=num_bins, weights=keep.astype(np.float32))
+    assert_close(got.coverage, expected)
 
 
 # ------------------------------------------------------------------ jit, vmap, grad, compiles
