@@ -4,6 +4,7 @@ from jaxcal._binning import BinStats, quantile_edges, uniform_edges
 from jaxcal._confidence import confidence_and_correctness
 from jaxcal._ece import ReliabilityCurve, classwise_ece, ece, mce, reliability_curve, top_label_ece
 from jaxcal._scoring import BrierDecomposition, brier_decomposition, brier_score, log_loss
+from jaxcal._soft import mmce, smooth_ece, soft_ece
 
 __all__ = [
     "BinStats",
@@ -16,8 +17,11 @@ __all__ = [
     "ece",
     "log_loss",
     "mce",
+    "mmce",
     "quantile_edges",
     "reliability_curve",
+    "smooth_ece",
+    "soft_ece",
     "top_label_ece",
     "uniform_edges",
 ]
