@@ -1,7 +1,69 @@
 """Statistical tests of calibration, Brownian-motion series and the bootstrap (public namespace)."""
 
+from jaxcal._bootstrap import (
+    BootstrapResult,
+    ConsistencyTestResult,
+    PairedBootstrapResult,
+    bootstrap_ci,
+    consistency_test,
+    paired_bootstrap,
+)
+from jaxcal._brownian import (
+    brownian_max_cdf,
+    brownian_max_sf,
+    brownian_range_cdf,
+    brownian_range_sf,
+    log_brownian_max_sf,
+    log_brownian_range_sf,
+)
 from jaxcal._confidence import confidence_and_correctness
+from jaxcal._cumulative import (
+    CalibrationTests,
+    CumulativeDifferences,
+    TestResult,
+    calibration_tests,
+    cumulative_differences,
+    ks_test,
+    kuiper_test,
+    spiegelhalter_test,
+)
+from jaxcal._intervals import (
+    BinomialInterval,
+    ConsistencyBands,
+    ReliabilityIntervals,
+    clopper_pearson_interval,
+    consistency_bands,
+    reliability_intervals,
+    wilson_interval,
+)
 
 __all__ = [
+    "BinomialInterval",
+    "BootstrapResult",
+    "CalibrationTests",
+    "ConsistencyBands",
+    "ConsistencyTestResult",
+    "CumulativeDifferences",
+    "PairedBootstrapResult",
+    "ReliabilityIntervals",
+    "TestResult",
+    "bootstrap_ci",
+    "brownian_max_cdf",
+    "brownian_max_sf",
+    "brownian_range_cdf",
+    "brownian_range_sf",
+    "calibration_tests",
+    "clopper_pearson_interval",
     "confidence_and_correctness",
+    "consistency_bands",
+    "consistency_test",
+    "cumulative_differences",
+    "ks_test",
+    "kuiper_test",
+    "log_brownian_max_sf",
+    "log_brownian_range_sf",
+    "paired_bootstrap",
+    "reliability_intervals",
+    "spiegelhalter_test",
+    "wilson_interval",
 ]

@@ -1,0 +1,503 @@
+"""Binning-free tests of calibration: cumulative differences, KS, Kuiper, Spiegelhalter.
+
+Arrieta-Ibarra, Gujral, Tannen, Tygert & Xu (2022) sort the scores ascending and walk the
+cumulative differences between labels and scores,
+
+.. math::
+   C_0 = 0,\\qquad C_k = \\frac{1}{W} \\sum_{i \\le k} w_i (y_i - s_i),\\qquad
+   \\sigma = \\frac{1}{W} \\sqrt{\\textstyle\\sum_i w_i^2 s_i (1 - s_i)},\\qquad W = \\sum_i w_i,
+
+(w = 1 without weights: C_k = (1/N) sum (y_i - s_i), sigma = sqrt(sum s(1 - s)) / N; Tygert's
+weighted variant otherwise). Under the null hypothesis ``P(y = 1 | s) = s`` the path C / sigma
+tends to a standard Brownian motion on [0, 1], so the Kolmogorov-Smirnov statistic
+``G = max_k |C_k| / sigma`` and the Kuiper statistic ``H = (max_k C_k - min_k C_k) / sigma``
+(k = 0..N, the origin included) have the laws of max|B| and of the range of B
+(:mod:`jaxcal._brownian`).
+
+**Ties.** Samples with equal scores have no order. They are aggregated into one step per
+distinct score, as in Tygert's weighted variant: the path is observed only at the end of
+each group of equal scores (and at the origin), so it does not depend on how the input
+orders tied samples, and there is no random jitter (MAPIE jitters the scores by 1e-8
+relative, so its statistic on tied scores depends on a random seed). ``sigma`` keeps the
+per-sample variances ``sum_{i in group} w_i^2 s (1 - s)``: the null variance of the group's
+step. The same multiset of (score, label[, weight]) gives bit-for-bit the same statistic
+and p-value in any input order.
+
+**Weights** are Tygert's: sample i contributes one Bernoulli outcome scaled by w_i, so the
+null variance of ``sum w_i (y_i - s_i)`` is ``sum w_i^2 s_i (1 - s_i)``. They are not
+frequency counts (to count a sample twice, repeat it). Zero weights mask padding; a zero
+total weight gives statistic 0 and p-value 1.
+
+**sigma = 0** (every weighted score is 0 or 1): if every label agrees with its score the
+path is identically 0, and the statistic is 0 with p-value 1; otherwise the data are
+impossible under the null, and the statistic is +inf with p-value 0. Spiegelhalter's Z
+follows the same rule (0/0 -> 0; x/0 -> +-inf).
+
+**Speed.** Scores in [0, 1] and a 0/1 label are packed into one integer key (the score's
+IEEE bits, which order non-negative floats like the floats themselves, shifted left once,
+plus the label), so one single-operand integer sort, the fastest sort XLA:CPU has, orders
+scores and carries labels with no gather. :func:`calibration_tests` returns all three
+tests from that one sort.
+
+**Gradients.** The KS and Kuiper statistics are piecewise smooth in the scores (and
+weights): with the order of the scores fixed, C_k is linear in them. A custom JVP gives
+that gradient without a second sort: the extreme point k* of the path is the sum over the
+samples with ``s <= s_k*``, a masked sum in input order. Forward passes pay nothing for it.
+:func:`cumulative_differences` is for inspection and plots and is not differentiated.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.scipy.special import ndtr
+
+from jaxcal._brownian import max_sf, range_sf
+from jaxcal._checks import check_option, check_probs_labels, compute_dtype
+from jaxcal._confidence import top_label
+
+ALTERNATIVES = ("two-sided", "greater", "less")
+
+
+class TestResult(NamedTuple):
+    """Outcome of a test of calibration.
+
+    Attributes:
+      statistic: 0-d array, the test statistic.
+      p_value: 0-d array in [0, 1], from the null law's survival function (never ``1 -
+        CDF``, never negative).
+    """
+
+    __test__ = False  # not a pytest test class
+
+    statistic: jax.Array
+    p_value: jax.Array
+
+
+class CalibrationTests(NamedTuple):
+    """The three tests of :func:`calibration_tests`, each a :class:`TestResult`."""
+
+    ks: TestResult
+    kuiper: TestResult
+    spiegelhalter: TestResult
+
+
+class CumulativeDifferences(NamedTuple):
+    """The path of cumulative differences (:func:`cumulative_differences`).
+
+    Attributes:
+      scores: ``(N,)`` the scores sorted ascending (``scores[k - 1]`` belongs to step k).
+      abscissa: ``(N + 1,)`` A_k, the share of the total weight of samples 1..k (k/N
+        without weights); ``abscissa[0] = 0``, ``abscissa[N] = 1``.
+      differences: ``(N + 1,)`` C_k with ``C_0 = 0``. At the last sample of each group of
+        equal scores it is the exact value; inside a group it is interpolated linearly in
+        the sample count, so that ``plot(abscissa, differences)`` draws the aggregated
+        path (one step per distinct score) whatever the order of tied samples.
+      sigma: 0-d, the null standard deviation of ``C_N``: sqrt(sum w^2 s(1 - s)) / W.
+    """
+
+    scores: jax.Array
+    abscissa: jax.Array
+    differences: jax.Array
+    sigma: jax.Array
+
+
+# ------------------------------------------------------------------ kernels
+
+
+def _scores_targets(scores: jax.Array, labels: jax.Array, weights: jax.Array | None):
+    """(s, y, w) in the compute dtype: s clipped to [0, 1] (no -0.0), y in {0, 1}."""
+    if scores.ndim == 2:
+        conf, pred = top_label(scores)
+        s, y = conf, pred == labels
+    else:
+        s, y = scores, labels == 1
+    dtype = compute_dtype(s.dtype)
+    s = s.astype(dtype)
+    # Validation admits round-off outside [0, 1]; the key needs non-negative floats, and
+    # -0.0 (sign bit set) would sort after every positive score.
+    s = jnp.clip(s, 0, 1)
+    s = jnp.where(s > 0, s, jnp.zeros_like(s))
+    w = None if weights is None else weights.astype(dtype)
+    return s, y.astype(dtype), w
+
+
+def _sorted_path(s: jax.Array, y: jax.Array, w: jax.Array | None):
+    """Sort once; return sorted (s, y, w or None), T = cumsum of w (y - s), group ends."""
+    dtype = s.dtype
+    itype = jnp.int32 if dtype == jnp.float32 else jnp.int64
+    bits = lax.bitcast_convert_type(lax.stop_gradient(s), itype)
+    key = jnp.left_shift(bits, itype(1)) | lax.stop_gradient(y).astype(itype)
+    if w is None:
+        key_sorted = lax.sort(key, is_stable=True)
+        ws = None
+    else:  # weight as a second key: equal (score, label, weight) rows are interchangeable
+        key_sorted, ws = lax.sort((key, lax.stop_gradient(w)), num_keys=2, is_stable=True)
+    score_bits = jnp.right_shift(key_sorted, itype(1))
+    ss = lax.bitcast_convert_type(score_bits, dtype)
+    ys = (key_sorted & itype(1)).astype(dtype)
+    d = ys - ss if ws is None else ws * (ys - ss)
+    total = jnp.cumsum(d)
+    is_end = jnp.concatenate([score_bits[1:] != score_bits[:-1], jnp.ones(1, bool)])
+    return ss, ys, ws, total, is_end
+
+
+def _variance(s: jax.Array, w: jax.Array | None) -> jax.Array:
+    v = s * (1 - s)
+    return jnp.sum(v if w is None else w * w * v)
+
+
+def _extremes_sorted(s: jax.Array, y: jax.Array, w: jax.Array | None):
+    """(max_k T_k, min_k T_k, V) over k = 0..N at group ends, T = W C, V = (W sigma)^2.
+
+    Also returns (sorted scores, T at group ends and 0 elsewhere) for the JVP.
+    """
+    ss, _, ws, total, is_end = _sorted_path(s, y, w)
+    at_ends = jnp.where(is_end, total, jnp.zeros_like(total))
+    # The origin T_0 = 0 is always on the path: max >= 0 >= min.
+    top = jnp.maximum(jnp.max(at_ends), 0)
+    bottom = jnp.minimum(jnp.min(at_ends), 0)
+    return (top, bottom, _variance(ss, ws)), (ss, at_ends)
+
+
+def _extremes_jvp(primals, tangents):
+    """Tangents of (top, bottom, V), order-free.
+
+    With the order of the scores fixed, T at the group end of score s* is
+    ``sum_i [s_i <= s*] w_i (y_i - s_i)``: a masked sum in input order, no sort needed.
+    """
+    s, y, *rest = primals
+    ds, dy, *drest = tangents
+    w = rest[0] if rest else None
+    (top, bottom, variance), (ss, at_ends) = _extremes_sorted(s, y, w)
+
+    def threshold(value):
+        # The smallest score whose group end attains the extreme; -1 (no sample) when
+        # the extreme is the origin.
+        hit = at_ends == value
+        first = jnp.min(jnp.where(hit, ss, jnp.full_like(ss, 2)))
+        return jnp.where(value != 0, first, -1)
+
+    de = dy - ds
+    dv = (1 - 2 * s) * ds
+    if w is not None:
+        (dw,) = drest
+        de = w * de + dw * (y - s)
+        dv = w * w * dv + 2 * w * dw * s * (1 - s)
+    zero = jnp.zeros_like(de)
+    d_top = jnp.sum(jnp.where(s <= threshold(top), de, zero))
+    d_bottom = jnp.sum(jnp.where(s <= threshold(bottom), de, zero))
+    return (top, bottom, variance), (d_top, d_bottom, jnp.sum(dv))
+
+
+@jax.custom_jvp
+def _extremes_unweighted(s, y):
+    return _extremes_sorted(s, y, None)[0]
+
+
+@jax.custom_jvp
+def _extremes_weighted(s, y, w):
+    return _extremes_sorted(s, y, w)[0]
+
+
+_extremes_unweighted.defjvp(_extremes_jvp)
+_extremes_weighted.defjvp(_extremes_jvp)
+
+
+def _extremes(s: jax.Array, y: jax.Array, w: jax.Array | None):
+    """(max_k T_k, min_k T_k, V), differentiable in s (and w) for a fixed order."""
+    return _extremes_unweighted(s, y) if w is None else _extremes_weighted(s, y, w)
+
+
+def _ratio(num: jax.Array, variance: jax.Array) -> jax.Array:
+    """num / sqrt(variance); variance 0 gives 0 for num 0 and +-inf otherwise."""
+    positive = variance > 0
+    safe = jnp.sqrt(jnp.where(positive, variance, jnp.ones_like(variance)))
+    limit = jnp.where(num > 0, jnp.inf, jnp.where(num < 0, -jnp.inf, 0)).astype(num.dtype)
+    return jnp.where(positive, num / safe, limit)
+
+
+def _ks(top, bottom, variance) -> TestResult:
+    stat = _ratio(jnp.maximum(top, -bottom), variance)
+    return TestResult(stat, max_sf(stat))
+
+
+def _kuiper(top, bottom, variance) -> TestResult:
+    stat = _ratio(top - bottom, variance)
+    return TestResult(stat, range_sf(stat))
+
+
+def _spiegelhalter(s, y, w, alternative) -> TestResult:
+    a = 1 - 2 * s
+    e = (y - s) * a
+    v = a * a * s * (1 - s)
+    if w is not None:
+        e, v = w * e, w * w * v
+    z = _ratio(jnp.sum(e), jnp.sum(v))
+    if alternative == "greater":
+        p = ndtr(-z)
+    elif alternative == "less":
+        p = ndtr(z)
+    else:
+        p = jnp.minimum(2 * ndtr(-jnp.abs(z)), 1)
+    return TestResult(z, p)
+
+
+@jax.jit
+def _ks_kernel(scores, labels, weights):
+    return _ks(*_extremes(*_scores_targets(scores, labels, weights)))
+
+
+@jax.jit
+def _kuiper_kernel(scores, labels, weights):
+    return _kuiper(*_extremes(*_scores_targets(scores, labels, weights)))
+
+
+@partial(jax.jit, static_argnames=("alternative",))
+def _spiegelhalter_kernel(scores, labels, weights, alternative):
+    return _spiegelhalter(*_scores_targets(scores, labels, weights), alternative)
+
+
+@partial(jax.jit, static_argnames=("alternative",))
+def _all_kernel(scores, labels, weights, alternative):
+    s, y, w = _scores_targets(scores, labels, weights)
+    extremes = _extremes(s, y, w)
+    return CalibrationTests(
+        _ks(*extremes), _kuiper(*extremes), _spiegelhalter(s, y, w, alternative)
+    )
+
+
+@jax.jit
+def _path_kernel(scores, labels, weights):
+    s, y, w = _scores_targets(scores, labels, weights)
+    n = s.shape[0]
+    ss, _, ws, total, is_end = _sorted_path(s, y, w)
+    dtype = s.dtype
+    zero = jnp.zeros(1, dtype)
+    t0 = jnp.concatenate([zero, total])
+    cum_w = jnp.arange(1, n + 1, dtype=dtype) if ws is None else jnp.cumsum(ws)
+    a0 = jnp.concatenate([zero, cum_w])
+    end0 = jnp.concatenate([jnp.ones(1, bool), is_end])
+    idx = jnp.arange(n + 1, dtype=jnp.int32)
+    prev = lax.cummax(jnp.where(end0, idx, 0))
+    nxt = lax.cummin(jnp.where(end0, idx, n), reverse=True)
+    span = (nxt - prev).astype(dtype)
+    frac = jnp.where(nxt > prev, (idx - prev).astype(dtype) / jnp.maximum(span, 1), 0)
+    path = t0[prev] + frac * (t0[nxt] - t0[prev])
+    absc = a0[prev] + frac * (a0[nxt] - a0[prev])
+    total_w = a0[-1]
+    has_w = total_w > 0
+    inv_w = 1 / jnp.where(has_w, total_w, jnp.ones_like(total_w))
+    absc = jnp.where(has_w, absc * inv_w, idx.astype(dtype) / n)
+    path = jnp.where(has_w, path * inv_w, jnp.zeros_like(path))
+    sigma = jnp.where(has_w, jnp.sqrt(_variance(ss, ws)) * inv_w, 0)
+    return CumulativeDifferences(ss, absc, path, sigma)
+
+
+# ------------------------------------------------------------------ public API
+
+
+def _validate(scores, labels, weights):
+    return check_probs_labels(scores, labels, weights, probs_name="scores")
+
+
+def cumulative_differences(
+    scores: Any, labels: Any, *, weights: Any = None
+) -> CumulativeDifferences:
+    """The path of cumulative differences between labels and scores sorted by score.
+
+    ``C_0 = 0``, ``C_k = (1/W) sum_{i<=k} w_i (y_i - s_i)`` over the scores sorted
+    ascending (``(1/N) sum (y_i - s_i)`` without weights; note the sign, labels minus
+    scores, as in MAPIE). Tied scores form one step (see the module docstring): the
+    returned ``differences`` are exact at the last sample of each group of equal scores
+    and linearly interpolated inside it, so the path and its extremes do not depend on the
+    input order. The Kolmogorov-Smirnov statistic is ``max |differences| / sigma`` and the
+    Kuiper statistic ``(max - min) / sigma``.
+    Args:
+      scores: ``(N,)`` probabilities of the positive class with 0/1 (or bool) ``labels``,
+        or ``(N, K)`` rows on the simplex with labels in ``[0, K)``: then the test is of
+        the top-label confidence ``max_k p_k`` against correctness
+        (:func:`jaxcal.confidence_and_correctness`).
+      labels: ``(N,)`` integer or bool labels.
+      weights: optional ``(N,)`` non-negative sample weights (Tygert's weighted variant;
+        0 masks padding).
+
+    Returns:
+      :class:`CumulativeDifferences` ``(scores (N,), abscissa (N + 1,), differences
+      (N + 1,), sigma ())``. Zero total weight gives a zero path and sigma 0.
+
+    Validation runs only on concrete inputs; under ``jit``/``vmap`` it is skipped.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> c = cumulative_differences(jnp.array([0.7, 0.3, 0.6]), jnp.array([1, 0, 0]))
+      >>> [round(v, 4) for v in c.differences.tolist()]
+      [0.0, -0.1, -0.3, -0.2]
+
+    References:
+      Arrieta-Ibarra, Gujral, Tannen, Tygert & Xu (2022), "Metrics of calibration for
+      probabilistic predictions", JMLR 23(351); Tygert (2023), "Cumulative deviation of a
+      subpopulation from the full population" (weighted variant).
+    """
+    scores, labels, weights = _validate(scores, labels, weights)
+    return _path_kernel(scores, labels, weights)
+
+
+def ks_test(scores: Any, labels: Any, *, weights: Any = None) -> TestResult:
+    """Kolmogorov-Smirnov test of calibration on the cumulative differences.
+
+    ``G = max_{0<=k<=N} |C_k| / sigma`` (:func:`cumulative_differences`, ties aggregated,
+    sigma = sqrt(sum w^2 s(1 - s)) / W), with p-value ``P(max_{0<=t<=1} |B(t)| >= G)``
+    from :func:`jaxcal.stats.brownian_max_sf` (asymptotic in N). Without ties or weights
+    the statistic equals MAPIE's ``kolmogorov_smirnov_statistic``; its p-value is
+    ``1 - CDF`` and turns negative past G = 8.5, this one never does.
+    Args:
+      scores: ``(N,)`` probabilities of the positive class with 0/1 (or bool) ``labels``,
+        or ``(N, K)`` rows on the simplex with labels in ``[0, K)``: then the test is of
+        the top-label confidence ``max_k p_k`` against correctness
+        (:func:`jaxcal.confidence_and_correctness`).
+      labels: ``(N,)`` integer or bool labels.
+      weights: optional ``(N,)`` non-negative sample weights (Tygert's weighted variant;
+        0 masks padding).
+
+    Returns:
+      :class:`TestResult` ``(statistic, p_value)``, 0-d arrays. sigma = 0: statistic 0
+      and p-value 1 if every label equals its 0/1 score, else +inf and 0.
+
+    Validation runs only on concrete inputs; under ``jit``/``vmap`` it is skipped. For
+    p-values below the smallest float use ``log_brownian_max_sf(result.statistic)``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> r = ks_test(jnp.array([0.1, 0.9, 0.21, 0.9, 0.5]), jnp.array([0, 1, 0, 1, 0]))
+      >>> round(float(r.statistic), 3), round(float(r.p_value), 3)
+      (0.978, 0.649)
+
+    References:
+      Arrieta-Ibarra et al. (2022), JMLR 23(351); Tygert (2022), "Calibration of P-values
+      for calibration and for deviation of a subpopulation from the full population",
+      arXiv:2202.00100; Darling & Siegert (1953).
+    """
+    scores, labels, weights = _validate(scores, labels, weights)
+    return _ks_kernel(scores, labels, weights)
+
+
+def kuiper_test(scores: Any, labels: Any, *, weights: Any = None) -> TestResult:
+    """Kuiper test of calibration: the range of the cumulative differences.
+
+    ``H = (max_{0<=k<=N} C_k - min_{0<=k<=N} C_k) / sigma``, the origin ``C_0 = 0``
+    included, so ``H >= G`` (the KS statistic) always. MAPIE leaves the origin out, which
+    makes its value smaller whenever the path keeps one sign; the absolute values in one
+    seed text's formula are a typo. p-value ``P(range of B on [0, 1] >= H)`` from
+    :func:`jaxcal.stats.brownian_range_sf`.
+    Args:
+      scores: ``(N,)`` probabilities of the positive class with 0/1 (or bool) ``labels``,
+        or ``(N, K)`` rows on the simplex with labels in ``[0, K)``: then the test is of
+        the top-label confidence ``max_k p_k`` against correctness
+        (:func:`jaxcal.confidence_and_correctness`).
+      labels: ``(N,)`` integer or bool labels.
+      weights: optional ``(N,)`` non-negative sample weights (Tygert's weighted variant;
+        0 masks padding).
+
+    Returns:
+      :class:`TestResult` ``(statistic, p_value)``, 0-d arrays; sigma = 0 as in
+      :func:`ks_test`.
+
+    Validation runs only on concrete inputs; under ``jit``/``vmap`` it is skipped.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> r = kuiper_test(jnp.array([0.1, 0.9, 0.21, 0.9, 0.5]), jnp.array([0, 1, 0, 1, 0]))
+      >>> round(float(r.statistic), 3), round(float(r.p_value), 3)
+      (0.978, 0.947)
+
+    References:
+      Arrieta-Ibarra et al. (2022), JMLR 23(351); Tygert (2022), arXiv:2202.00100; Feller
+      (1951), Ann. Math. Statist. 22(3).
+    """
+    scores, labels, weights = _validate(scores, labels, weights)
+    return _kuiper_kernel(scores, labels, weights)
+
+
+def spiegelhalter_test(
+    scores: Any, labels: Any, *, alternative: str = "two-sided", weights: Any = None
+) -> TestResult:
+    """Spiegelhalter's Z test of calibration.
+
+    .. math::
+       Z = \\frac{\\sum_i w_i (y_i - s_i)(1 - 2 s_i)}
+                 {\\sqrt{\\sum_i w_i^2 (1 - 2 s_i)^2 s_i (1 - s_i)}}
+
+    the standardised difference between the Brier score and its expectation under the
+    null (Z > 0: Brier score worse than calibrated scores would give). p-value from the
+    standard normal: ``"greater"`` ``P(N > Z)`` (MAPIE's ``spiegelhalter_p_value``),
+    ``"less"`` ``P(N < Z)``, ``"two-sided"`` ``2 P(N > |Z|)``, each from a survival
+    function, never ``1 - CDF``.
+    Args:
+      scores: ``(N,)`` probabilities of the positive class with 0/1 (or bool) ``labels``,
+        or ``(N, K)`` rows on the simplex with labels in ``[0, K)``: then the test is of
+        the top-label confidence ``max_k p_k`` against correctness
+        (:func:`jaxcal.confidence_and_correctness`).
+      labels: ``(N,)`` integer or bool labels.
+      weights: optional ``(N,)`` non-negative sample weights (Tygert's weighted variant;
+        0 masks padding).
+      alternative: ``"two-sided"`` (default), ``"greater"`` or ``"less"``.
+
+    Returns:
+      :class:`TestResult` ``(statistic, p_value)``. A zero denominator (scores all in
+      {0, 1/2, 1}) gives Z = 0 when the numerator is 0, else +-inf.
+
+    Validation runs only on concrete inputs; under ``jit``/``vmap`` it is skipped.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> s, y = jnp.array([0.1, 0.9, 0.21, 0.9, 0.5]), jnp.array([0, 1, 0, 1, 0])
+      >>> r = spiegelhalter_test(s, y, alternative="greater")
+      >>> round(float(r.statistic), 3), round(float(r.p_value), 3)
+      (-0.757, 0.775)
+
+    References:
+      Spiegelhalter (1986), "Probabilistic prediction in patient management and clinical
+      trials", Statistics in Medicine 5(5); Rufibach (2010), J. Clin. Epidemiol. 63(8).
+    """
+    check_option("alternative", alternative, ALTERNATIVES)
+    scores, labels, weights = _validate(scores, labels, weights)
+    return _spiegelhalter_kernel(scores, labels, weights, alternative)
+
+
+def calibration_tests(
+    scores: Any, labels: Any, *, alternative: str = "two-sided", weights: Any = None
+) -> CalibrationTests:
+    """The Kolmogorov-Smirnov, Kuiper and Spiegelhalter tests from one sort.
+
+    Same results as :func:`ks_test`, :func:`kuiper_test` and :func:`spiegelhalter_test`
+    (bit for bit), for the cost of one of them: the sort dominates and is shared.
+    Args:
+      scores: ``(N,)`` probabilities of the positive class with 0/1 (or bool) ``labels``,
+        or ``(N, K)`` rows on the simplex with labels in ``[0, K)``: then the test is of
+        the top-label confidence ``max_k p_k`` against correctness
+        (:func:`jaxcal.confidence_and_correctness`).
+      labels: ``(N,)`` integer or bool labels.
+      weights: optional ``(N,)`` non-negative sample weights (Tygert's weighted variant;
+        0 masks padding).
+      alternative: of the Spiegelhalter test.
+
+    Returns:
+      :class:`CalibrationTests` ``(ks, kuiper, spiegelhalter)``, each a :class:`TestResult`.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> r = calibration_tests(jnp.array([0.2, 0.4, 0.6, 0.8]), jnp.array([0, 1, 0, 1]))
+      >>> round(float(r.ks.statistic), 3), round(float(r.kuiper.statistic), 3)
+      (0.447, 0.671)
+
+    References:
+      See :func:`ks_test`, :func:`kuiper_test`, :func:`spiegelhalter_test`.
+    """
+    check_option("alternative", alternative, ALTERNATIVES)
+    scores, labels, weights = _validate(scores, labels, weights)
+    return _all_kernel(scores, labels, weights, alternative)
