@@ -776,24 +776,23 @@ def _hermite_form(z: jax.Array, b: jax.Array, cell: jax.Array, centre: jax.Array
     return jax.lax.fori_loop(0, reach + 1, add_cells_at, jnp.zeros((), dtype))
 
 
-def _form_on_grid(z: jax.Array, b: jax.Array) -> jax.Array:
-    """The Gauss form with cell ids ``floor(z - min z)``: needs ``max z - min z < N - 1``."""
+def _grid_cells(z: jax.Array, b: jax.Array):
+    """Cells ``floor(z - min z)``, indexed directly: needs ``max z - min z < N - 1``."""
     n = z.shape[0]
     low = jnp.min(z)
     cell = jnp.clip(jnp.floor(z - low), 0, n - 1).astype(jnp.int32)
-    return _hermite_form(z, b, cell, low + jnp.arange(n, dtype=z.dtype) + 0.5)
+    return z, b, cell, low + jnp.arange(n, dtype=z.dtype) + 0.5
 
 
-def _form_on_sorted_cells(z: jax.Array, b: jax.Array) -> jax.Array:
-    """The Gauss form for any spread of z: sort, then number the occupied cells 0, 1, ..."""
+def _sorted_cells(z: jax.Array, b: jax.Array):
+    """Cells for any spread of z: sort, then number the occupied cells 0, 1, ..."""
     n = z.shape[0]
     order = jnp.argsort(z)
     zs, bs = z[order], b[order]
     grid = jnp.floor(zs - zs[0])
     new_cell = jnp.concatenate([jnp.ones(1, bool), grid[1:] != grid[:-1]])
     cell = jnp.cumsum(new_cell, dtype=jnp.int32) - 1
-    centre = jnp.zeros(n, z.dtype).at[cell].set(zs[0] + grid + 0.5)
-    return _hermite_form(zs, bs, cell, centre)
+    return zs, bs, cell, jnp.zeros(n, z.dtype).at[cell].set(zs[0] + grid + 0.5)
 
 
 @jax.jit
@@ -810,13 +809,14 @@ def _hsic_kernel(y, lower, upper, weights, inv_sqrt_k0, decay):
     b = w * (covered - rate[None, :])
     # Unit cells indexed directly when the spread of z is below N (no sort); else sorted.
     spread = jnp.max(z, axis=0) - jnp.min(z, axis=0)
-    form = jax.lax.cond(
+    cells = jax.lax.cond(
         jnp.all(spread < n - 1),
-        jax.vmap(_form_on_grid, in_axes=1),
-        jax.vmap(_form_on_sorted_cells, in_axes=1),
+        jax.vmap(_grid_cells, in_axes=1),
+        jax.vmap(_sorted_cells, in_axes=1),
         z,
         b,
     )
+    form = jax.vmap(_hermite_form)(*cells)
     scale = 2 * (1 - decay) / jnp.where(total > 1, (total - 1) ** 2, 1)
     return _finish(jnp.where(total > 1, _safe_sqrt(scale * form), 0), has_levels)
 
