@@ -1,6 +1,6 @@
 """jaxcal: measure, test and fix the calibration of probabilistic classifiers, in JAX."""
 
-from jaxcal import streaming
+from jaxcal import coverage, streaming
 from jaxcal.metrics import (
     BinStats,
     BrierDecomposition,
@@ -79,6 +79,7 @@ __all__ = [
     "confidence_and_correctness",
     "consistency_bands",
     "consistency_test",
+    "coverage",
     "cumulative_differences",
     "ece",
     "ks_test",

@@ -26,8 +26,8 @@ rejects inf and all-NaN arrays), labels in range, set masks holding 0/1, option 
 :func:`regression_mwi_score`; the Winkler score reorders them as MAPIE does. Traced crossed
 intervals get MAPIE's meaning: they never cover, and their width is ``|upper - lower|``.
 
-Sums over samples are blocked and pairwise (float32 results stay accurate at N = 1e7) and
-coverage counts are int32, exact.
+Sums over samples are blocked and pairwise (float32 means keep ~1e-6 relative accuracy at
+large N; tested at N = 1e6) and coverage counts are int32, exact.
 """
 
 from __future__ import annotations
@@ -568,6 +568,10 @@ def regression_ssc(
     Weights: groups are formed by rank among the samples with positive weight (so a 0/1
     mask gives exactly the unweighted result on the kept samples); within a group the
     coverage is the weighted mean.
+
+    Computation: with B <= 17 the group boundaries are the B - 1 order statistics of the
+    widths, found by bisection on their bit patterns (no sort: XLA's CPU sort is ~20x
+    slower than NumPy's); with more groups, a stable sort. Both give the same groups.
 
     Args:
       y: ``(N,)`` targets.
