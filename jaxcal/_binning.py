@@ -250,7 +250,8 @@ def segment_sums(values, segment_ids: jax.Array, num_segments: int) -> jax.Array
     Rows (axis 0) are grouped in blocks of ``_BLOCK``; within a block each array is summed
     by its own scalar ``segment_sum`` (on XLA:CPU, C scalar scatters are several times
     faster than one scatter of C-wide rows, as ``_blocked_segment_sum`` does), then the
-    blocks are added by a pairwise tree. ``segment_ids`` may be ``(N,)`` or ``(N, K)``:
+    blocks are added by a radix-32 tree (:func:`_radix_tree_sum`: fewer XLA ops than a
+    pairwise tree, so a faster compile). ``segment_ids`` may be ``(N,)`` or ``(N, K)``:
     for ``(N, K)`` ids where each row sends its K entries to distinct segments (e.g.
     ``class * M + bin``), a segment takes at most ``_BLOCK`` values per block, so float32
     sums keep ~1e-5 relative accuracy for any N, and the partial sums take
@@ -287,4 +288,21 @@ def segment_sums(values, segment_ids: jax.Array, num_segments: int) -> jax.Array
         ],
         axis=1,
     )  # (blocks, C, S)
-    return _pairwise_sum(partial)
+    return _radix_tree_sum(partial)
+
+
+def _radix_tree_sum(x: jax.Array, radix: int = 32) -> jax.Array:
+    """Sum over axis 0 by a tree of fan-out ``radix``: O(radix log_radix n) error growth.
+
+    Same accuracy class as :func:`_pairwise_sum` (error ~ radix * ceil(log_radix n) ulps
+    in the worst case, 2 levels for 1e5 / 256 blocks, 4 for 1e8 / 256), with
+    ceil(log_radix n) reshape-and-sum ops instead of log2 n slice-and-add levels: each
+    level is one XLA fusion, so this compiles several times faster.
+    """
+    while x.shape[0] > 1:
+        r = min(radix, x.shape[0])
+        pad = -x.shape[0] % r
+        if pad:
+            x = jnp.concatenate([x, jnp.zeros((pad, *x.shape[1:]), x.dtype)])
+        x = x.reshape(-1, r, *x.shape[1:]).sum(axis=1)
+    return x[0]

@@ -78,7 +78,7 @@ from jaxcal._binning import (
     _BLOCK,
     CLOSED,
     BinStats,
-    _pairwise_sum,
+    _radix_tree_sum,
     bin_centres,
     segment_stats,
     segment_sums,
@@ -249,11 +249,11 @@ def _two_sum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def _accurate_sum(x: jax.Array) -> jax.Array:
-    """Column sums of ``x`` ``(N, C)``: blocks of ``_BLOCK`` rows, then a pairwise tree."""
+    """Column sums of ``x`` ``(N, C)``: blocks of ``_BLOCK`` rows, then a radix-32 tree."""
     n = x.shape[0]
     pad = -n % _BLOCK
     x = jnp.concatenate([x, jnp.zeros((pad, x.shape[1]), x.dtype)]) if pad else x
-    return _pairwise_sum(x.reshape(-1, _BLOCK, x.shape[1]).sum(axis=1))
+    return _radix_tree_sum(x.reshape(-1, _BLOCK, x.shape[1]).sum(axis=1))
 
 
 def _batch_sums(probs, labels, weights, n_bins, closed, binary):
