@@ -32,13 +32,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import numpy as np
-from _timing import compile_seconds, environment, fmt_ms, time_interleaved
+from _timing import environment, fmt_ms, time_interleaved
 
 from jaxcal import coverage as cv
 
@@ -176,8 +177,12 @@ def run(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     for case in cases(args.n, args.hsic_n):
         name, fn, call_args = case["name"], case["fn"], case["args"]
         print(f"timing {name} at N = {case['n']:.0e} ...", file=sys.stderr, flush=True)
-        jitted = jax.jit(fn)
-        trace_s, compile_s = compile_seconds(fn, *call_args)
+        # compile once, timed, and time that executable as "jit"
+        start = time.perf_counter()
+        lowered = jax.jit(fn).lower(*call_args)
+        traced = time.perf_counter()
+        jitted = lowered.compile()
+        trace_s, compile_s = traced - start, time.perf_counter() - traced
         timed: dict[str, Callable[[], Any]] = {
             "eager": lambda fn=fn, a=call_args: fn(*a),
             "jit": lambda j=jitted, a=call_args: j(*a),

@@ -203,8 +203,12 @@ def _check_sets(labels: Any, sets: Any, weights: Any, *, need_labels: bool = Tru
 
 
 def _check_levels(value: Any, name: str, n_levels: int | None, *, open_interval: bool):
-    """A confidence level: a number, or one per level column; values in [0, 1] or (0, 1)."""
-    arr = jnp.asarray(value)
+    """A confidence level: a number, or one per level column; values in [0, 1] or (0, 1).
+
+    Returned as given when it is a JAX array (maybe traced), else as a NumPy array (no
+    device round trip for a Python number).
+    """
+    arr = value if isinstance(value, jax.Array) else np.asarray(value)
     if not (jnp.issubdtype(arr.dtype, jnp.floating) or jnp.issubdtype(arr.dtype, jnp.integer)):
         raise ValueError(f"`{name}` must be a number; got {value!r}.")
     expected = "a number" if n_levels is None else f"a number or shape ({n_levels},)"
@@ -221,8 +225,8 @@ def _check_levels(value: Any, name: str, n_levels: int | None, *, open_interval:
     return arr
 
 
-def _check_eta(eta: Any) -> jax.Array:
-    arr = jnp.asarray(eta)
+def _check_eta(eta: Any) -> Any:
+    arr = eta if isinstance(eta, jax.Array) else np.asarray(eta)
     if arr.ndim != 0 or not (
         jnp.issubdtype(arr.dtype, jnp.floating) or jnp.issubdtype(arr.dtype, jnp.integer)
     ):
@@ -851,8 +855,9 @@ def hsic(
     the Gaussian quadratic form is evaluated by a one-dimensional fast Gauss transform
     (unit cells of the scaled widths, Hermite expansions truncated at float round-off):
     O(N) time and memory when the widths span fewer than N kernel widths ``sqrt(s_0)``,
-    else a sort first, O(N log N); MAPIE builds three N x N matrices (O(N^2) memory,
-    O(N^3) time), so N = 1e6 runs here and not in MAPIE. The result matches the dense
+    else a sort first, O(N log N) (under a user's ``vmap`` the choice becomes a select and
+    both run); MAPIE builds three N x N matrices (O(N^2) memory, O(N^3) time), so N = 1e6
+    runs here and not in MAPIE. The result matches the dense
     formula to round-off of the terms' scale; near independence the quadratic form cancels, so float32 results carry
     an absolute error up to ~1e-4 (float64: ~1e-8).
 
@@ -988,7 +993,8 @@ def coverage_width_based(
             "max(y) - min(y) = 0 (over the samples with positive weight); "
             "pass normalize=False for the unnormalised formula."
         )
-    level = jnp.broadcast_to(level, (lower.shape[1] if has_levels else 1,))
+    xp = jnp if isinstance(level, jax.Array) else np
+    level = xp.broadcast_to(level, (lower.shape[1] if has_levels else 1,))
     return _cwc_kernel(y, lower, upper, weights, eta, level, bool(normalize))
 
 
@@ -1050,5 +1056,6 @@ def regression_mwi_score(
         lower.shape[1] if has_levels else None,
         open_interval=True,
     )
-    level = jnp.broadcast_to(level, (lower.shape[1] if has_levels else 1,))
+    xp = jnp if isinstance(level, jax.Array) else np
+    level = xp.broadcast_to(level, (lower.shape[1] if has_levels else 1,))
     return _mwi_kernel(y, lower, upper, weights, level)

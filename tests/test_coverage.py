@@ -558,6 +558,12 @@ def test_vmap_over_interval_sets():
     for fn, expected in batched.values():
         out = jax.vmap(fn)(lo.T, up.T)
         jax.tree.map(assert_close, out, expected)
+    # vmap over the confidence level (traced: no recompile per level value)
+    mwi = jax.vmap(lambda c: cv.regression_mwi_score(y, lo[:, 0], up[:, 0], confidence_level=c))
+    assert_close(
+        mwi(jnp.asarray(LEVELS, jnp.float32)),
+        [cv.regression_mwi_score(y, lo[:, 0], up[:, 0], confidence_level=c) for c in LEVELS],
+    )
     labels, sets = _sets(9)
     out = jax.vmap(lambda s: cv.classification_ssc(labels, s), in_axes=2)(sets)
     jax.tree.map(assert_close, out, cv.classification_ssc(labels, sets))
