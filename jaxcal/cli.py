@@ -597,15 +597,15 @@ def format_p(p: float, log10_p: float) -> str:
     return f"{10 ** (log10_p - exponent):.1f}e{exponent}"
 
 
-def _table(rows: list[list[str]], out) -> None:
+def _table(rows: list[list[str]], out, indent: str = "") -> None:
+    """Left-aligned first column, right-aligned others, a rule under the header."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for j, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
-        ]
-        print("  ".join(cells).rstrip(), file=out)
+        cells = [row[0].ljust(widths[0])]
+        cells += [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
+        print(indent + "  ".join(cells).rstrip(), file=out)
         if j == 0:
-            print("  ".join("-" * w for w in widths), file=out)
+            print(indent + "  ".join("-" * w for w in widths), file=out)
 
 
 def print_report(models: list[Model], results: list[dict], settings: dict, out) -> None:
@@ -700,13 +700,12 @@ def _print_fit(models, results, settings, out) -> None:
         source = "logits" if fit["temperature_inputs"] == "logits" else "log-probabilities"
         note = "" if source == "logits" else " (the file has no logits)"
         print(f"  {model.name}: temperature scaling fitted on {source}{note}", file=out)
-        rows = [["  " + model.name, f"ECE ({n_bins} bins)", "log loss", "Brier", "accuracy"]]
+        rows = [["calibrator", f"ECE ({n_bins} bins)", "log loss", "Brier", "accuracy"]]
         for name, m in fit["results"].items():
             rows.append(
-                ["  " + FIT_LABELS[name]]
-                + [_num(m[k]) for k in ("ece", "log_loss", "brier", "accuracy")]
+                [FIT_LABELS[name], *(_num(m[k]) for k in ("ece", "log_loss", "brier", "accuracy"))]
             )
-        _table(rows, out)
+        _table(rows, out, indent="  ")
 
 
 def _json_safe(x):
