@@ -19,6 +19,7 @@ int32 and exact.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -33,6 +34,10 @@ CLOSED = ("right", "left")
 # Samples per block of float partial sums; small enough that a partial sum of values in
 # [0, 1] keeps ~1e-5 relative accuracy in float32 whatever the data.
 _BLOCK = 256
+
+# Up to this many bins, counting the edges below a score (M - 1 fused compares) is faster
+# than floor-and-correct with two gathers from the edge table (0.6 versus 1.2 ms at 1e6).
+_COUNT_EDGES_MAX_BINS = 64
 
 
 class BinStats(NamedTuple):
@@ -73,9 +78,13 @@ def uniform_edges(n_bins: int, dtype=jnp.float32) -> jax.Array:
       >>> uniform_edges(5).tolist()  # doctest: +ELLIPSIS
       [0.0, 0.2..., 0.4..., 0.6..., 0.8..., 1.0]
     """
+    return jnp.asarray(_host_uniform_edges(n_bins, dtype))
+
+
+def _host_uniform_edges(n_bins: int, dtype) -> np.ndarray:
+    """NumPy edges k/M rounded to ``dtype`` (correctly: NumPy's division and casts are)."""
     exact = np.arange(n_bins + 1, dtype=np.float64) / n_bins
-    in_dtype = np.asarray(exact).astype(jnp.dtype(dtype))
-    return jnp.asarray(in_dtype.astype(compute_dtype(dtype)))
+    return exact.astype(jnp.dtype(dtype)).astype(compute_dtype(dtype))
 
 
 def quantile_edges(
@@ -114,9 +123,12 @@ def quantile_edges(
 def uniform_bin_index(scores: jax.Array, n_bins: int, closed: str = "right") -> jax.Array:
     """Index of the uniform bin of each score, by the edge convention of ``closed``.
 
-    ``floor(s * M)`` is off by at most one near an edge (``0.6 * 5`` is 3.0000001 in
-    float32); one comparison with the dtype-rounded edges on each side corrects it.
-    Scores of exactly 0 and 1 land in the first and last bins under both conventions.
+    Up to ``_COUNT_EDGES_MAX_BINS`` bins, the index is the number of inner edges below the
+    score (``e < s`` right-closed, ``e <= s`` left-closed), compared with host-computed
+    constants: one fused elementwise pass, no gather. Beyond, ``floor(s * M)`` is off by at
+    most one near an edge (``0.6 * 5`` is 3.0000001 in float32) and one comparison with the
+    dtype-rounded edges on each side corrects it. Scores of exactly 0 and 1 land in the
+    first and last bins under both conventions.
 
     Args:
       scores: any shape, values in [0, 1]; bf16/f16 are compared in their own precision.
@@ -128,10 +140,17 @@ def uniform_bin_index(scores: jax.Array, n_bins: int, closed: str = "right") -> 
     """
     dtype = compute_dtype(scores.dtype)
     s = scores.astype(dtype)
-    guess = jnp.clip(jnp.floor(s * n_bins).astype(jnp.int32), 0, n_bins - 1)
     # Edges from a host-computed table: XLA:CPU turns k / M into k * (1 / M), which is not
     # correctly rounded (5 / 6 gives 0.8333334 in float32, the edge is 0.8333333).
-    edges = uniform_edges(n_bins, scores.dtype)
+    host_edges = _host_uniform_edges(n_bins, scores.dtype)
+    if n_bins <= _COUNT_EDGES_MAX_BINS:
+        index = jnp.zeros(s.shape, jnp.int32)
+        for e in host_edges[1:-1]:
+            below = (s > e) if closed == "right" else (s >= e)
+            index = index + below.astype(jnp.int32)
+        return index
+    guess = jnp.clip(jnp.floor(s * n_bins).astype(jnp.int32), 0, n_bins - 1)
+    edges = jnp.asarray(host_edges)
     lo, hi = edges[guess], edges[guess + 1]
     if closed == "right":  # bin b holds (e_b, e_{b+1}]; bin 0 also holds 0
         down = (s <= lo) & (guess > 0)
@@ -175,6 +194,19 @@ def bin_centres(edges: jax.Array, n_groups: int = 1) -> jax.Array:
     return jnp.tile((edges[:-1] + edges[1:]) / 2, n_groups)
 
 
+def uniform_centres(n_bins: int) -> Callable[[jax.Array], jax.Array]:
+    """Offsets for :func:`segment_stats` with ``class * M + bin`` ids: ``(bin + 1/2) / M``.
+
+    Computed from the segment id by arithmetic (no gather); the same function gives the
+    per-sample shift and the per-segment add-back, so the two agree bit for bit.
+    """
+
+    def centre(segment_ids: jax.Array) -> jax.Array:
+        return ((segment_ids % n_bins).astype(jnp.float32) + 0.5) / n_bins
+
+    return centre
+
+
 def _pairwise_sum(x: jax.Array) -> jax.Array:
     """Sum over axis 0 by a balanced tree: error grows like log(n), not n."""
     while x.shape[0] > 1:
@@ -184,15 +216,18 @@ def _pairwise_sum(x: jax.Array) -> jax.Array:
     return x[0]
 
 
-def _blocked_segment_sum(values: jax.Array, segment_ids: jax.Array, num_segments: int) -> jax.Array:
-    """``segment_sum`` of ``values`` ``(N, C)``, accurate for any N (block + tree sums)."""
-    n = values.shape[0]
+def _block_ids(segment_ids: jax.Array, num_segments: int) -> tuple[jax.Array, int]:
+    """``block * S + segment`` for blocks of ``_BLOCK`` consecutive samples."""
+    n = segment_ids.shape[0]
     n_blocks = max(1, -(-n // _BLOCK))
-    block = jnp.arange(n, dtype=jnp.int32) // _BLOCK
-    partial = jax.ops.segment_sum(
-        values, block * num_segments + segment_ids, n_blocks * num_segments
-    )
-    return _pairwise_sum(partial.reshape(n_blocks, num_segments, values.shape[1]))
+    return (jnp.arange(n, dtype=jnp.int32) // _BLOCK) * num_segments + segment_ids, n_blocks
+
+
+def _block_sums(values: jax.Array, ids: jax.Array, n_blocks: int, num_segments: int) -> jax.Array:
+    """Per-(block, segment) sums of ``values`` ``(N,)``, shape ``(n_blocks, S)``."""
+    return jax.ops.segment_sum(
+        values, ids, n_blocks * num_segments, mode="promise_in_bounds"
+    ).reshape(n_blocks, num_segments)
 
 
 def segment_stats(
@@ -201,13 +236,17 @@ def segment_stats(
     targets: jax.Array,
     num_segments: int,
     weights: jax.Array | None = None,
-    offsets: jax.Array | None = None,
+    offsets: jax.Array | Callable[[jax.Array], jax.Array] | None = None,
 ) -> BinStats:
     """Per-segment sums of samples, binary targets and scores.
 
-    Scores are summed as deviations from a per-segment ``offsets`` value (e.g. the bin's
-    centre), then ``offset * weight`` is added back: the partial sums stay small, so
-    float32 stays accurate even for 2e7 identical scores in one bin.
+    Sums run in blocks of ``_BLOCK`` samples (one scatter per quantity, sharing one index)
+    and the blocks are added by a radix tree: float32 stays accurate for any N and counts
+    are exact int32. Without weights, count and hits travel packed in one int32 scatter
+    (``1 + (target << 16)``; a block never holds more than 256 of either). Scores are
+    summed as deviations from a per-segment ``offsets`` value (e.g. the bin's centre), then
+    ``offset * weight`` is added back: the partial sums stay small, so 2e7 identical
+    float32 scores in one bin keep their mean to float32 resolution.
 
     Args:
       segment_ids: ``(N,)`` int32 in ``[0, num_segments)`` (bin, or class * M + bin).
@@ -215,33 +254,42 @@ def segment_stats(
       targets: ``(N,)`` binary targets (bool or 0/1).
       num_segments: S.
       weights: optional ``(N,)`` non-negative weights; zero-weight samples are absent.
-      offsets: optional ``(S,)`` reference score of each segment (default 0).
+      offsets: optional reference score of each segment (default 0): an ``(S,)`` array,
+        or a function of the segment ids (e.g. :func:`uniform_centres`), which avoids a
+        gather.
 
     Returns:
       ``BinStats`` with fields of shape ``(S,)``.
     """
     dtype = compute_dtype(scores.dtype)
     s = scores.astype(dtype)
-    if offsets is not None:
-        offsets = offsets.astype(dtype)
-        s = s - offsets[segment_ids]
+    if offsets is None:
+        segment_offsets = None
+    elif callable(offsets):
+        s = s - offsets(segment_ids).astype(dtype)
+        segment_offsets = offsets(jnp.arange(num_segments, dtype=jnp.int32)).astype(dtype)
+    else:
+        segment_offsets = offsets.astype(dtype)
+        s = s - segment_offsets[segment_ids]
     y = targets.astype(jnp.int32)
+    ids, n_blocks = _block_ids(segment_ids, num_segments)
     if weights is None:
-        # One exact int32 histogram over (segment, target) gives both count and hits.
-        hist = jnp.bincount(segment_ids * 2 + y, length=2 * num_segments).reshape(-1, 2)
-        count = hist.sum(axis=1)
+        packed = _block_sums(1 + (y << 16), ids, n_blocks, num_segments)
+        count = jnp.sum(packed & 0xFFFF, axis=0)
+        hits = jnp.sum(packed >> 16, axis=0)
         weight = count.astype(dtype)
-        sum_score = _blocked_segment_sum(s[:, None], segment_ids, num_segments)[:, 0]
-        if offsets is not None:
-            sum_score = sum_score + offsets * weight
-        return BinStats(count, weight, sum_score, hist[:, 1].astype(dtype))
-    w = weights.astype(dtype)
-    count = jnp.bincount(segment_ids, weights=(w > 0).astype(jnp.int32), length=num_segments)
-    sums = _blocked_segment_sum(
-        jnp.stack([w, w * s, w * y.astype(dtype)], axis=1), segment_ids, num_segments
-    )
-    sum_score = sums[:, 1] if offsets is None else sums[:, 1] + offsets * sums[:, 0]
-    return BinStats(count.astype(jnp.int32), sums[:, 0], sum_score, sums[:, 2])
+        sum_score = _radix_tree_sum(_block_sums(s, ids, n_blocks, num_segments))
+        sum_target = hits.astype(dtype)
+    else:
+        w = weights.astype(dtype)
+        count = jnp.sum(_block_sums((w > 0).astype(jnp.int32), ids, n_blocks, num_segments), 0)
+        weight, sum_score, sum_target = (
+            _radix_tree_sum(_block_sums(v, ids, n_blocks, num_segments))
+            for v in (w, w * s, w * y.astype(dtype))
+        )
+    if segment_offsets is not None:
+        sum_score = sum_score + segment_offsets * weight
+    return BinStats(count.astype(jnp.int32), weight, sum_score, sum_target)
 
 
 def segment_sums(values, segment_ids: jax.Array, num_segments: int) -> jax.Array:

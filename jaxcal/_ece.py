@@ -22,6 +22,7 @@ from jaxcal._binning import (
     bin_edges_and_index,
     check_binning,
     segment_stats,
+    uniform_centres,
 )
 from jaxcal._checks import check_option, check_probs_labels
 from jaxcal._confidence import top_label
@@ -94,7 +95,7 @@ def _binary_scores(probs: jax.Array, labels: jax.Array):
 def _stats(scores, targets, weights, n_bins, binning, closed, groups=None, n_groups=1):
     edges, bins = bin_edges_and_index(scores, n_bins, binning, closed, weights)
     segments = bins if groups is None else groups * n_bins + bins
-    offsets = bin_centres(edges, n_groups)
+    offsets = uniform_centres(n_bins) if binning == "uniform" else bin_centres(edges, n_groups)
     stats = segment_stats(segments, scores, targets, n_groups * n_bins, weights, offsets)
     return edges, BinStats(*(f.reshape(n_groups, n_bins) for f in stats))
 
