@@ -418,6 +418,13 @@ def test_adapter_follows_the_metric_protocol_without_clu():
     for key, value in parts[0].merge(parts[1]).compute().items():
         assert_close(reduced[key], value, err_msg=key)
     assert float(streaming.clu_metric(M, K, output="ece").empty().compute()) == 0.0
+    # Binary: 1-D logits go through a sigmoid.
+    p1, y1, _ = _data(12, binary=True)
+    Binary = streaming.clu_metric(M, 2, binary=True, output="ece")
+    q = np.clip(p1[:CHUNK].astype(np.float64), 1e-6, 1 - 1e-6)
+    logit = (np.log(q) - np.log1p(-q)).astype(np.float32)
+    got = Binary.from_model_output(logits=logit, labels=y1[:CHUNK]).compute()
+    assert_close(got, jaxcal.ece(jax.nn.sigmoid(logit), y1[:CHUNK], n_bins=M))
     with pytest.raises(ValueError, match="exactly one of `probs` and `logits`"):
         Metric.from_model_output(labels=labels)
 
