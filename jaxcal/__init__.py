@@ -1,6 +1,7 @@
 """jaxcal: measure, test and fix the calibration of probabilistic classifiers, in JAX."""
 
-from jaxcal import coverage, streaming
+from jaxcal import calibrators, coverage, streaming
+from jaxcal.calibrators import Calibrator
 from jaxcal.metrics import (
     BinStats,
     BrierDecomposition,
@@ -58,6 +59,7 @@ __all__ = [
     "BootstrapResult",
     "BrierDecomposition",
     "CalibrationTests",
+    "Calibrator",
     "ConsistencyBands",
     "ConsistencyTestResult",
     "CumulativeDifferences",
@@ -74,6 +76,7 @@ __all__ = [
     "brownian_range_cdf",
     "brownian_range_sf",
     "calibration_tests",
+    "calibrators",
     "classwise_ece",
     "clopper_pearson_interval",
     "confidence_and_correctness",

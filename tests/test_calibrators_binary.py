@@ -47,7 +47,12 @@ def test_platt_matches_sklearn_logistic_regression():
     assert_close(params.b, b, atol=2e-4)
     assert bool(params.info.converged)
     assert_close(PLATT.apply(params, s), expit(a * _log_odds32(s) + b), atol=5e-5)
-    # float64: the same optimum to solver precision.
+
+
+@pytest.mark.slow
+def test_platt_matches_sklearn_logistic_regression_float64():
+    s, y = _scores(0)
+    w = np.random.default_rng(0).uniform(0.2, 2.0, N)
     s64 = np.clip(s.astype(np.float64), 1e-12, 1)
     (a,), b = _sklearn_lr(logit(s64), y, w)
     with x64():
@@ -64,6 +69,7 @@ def test_platt_matches_sklearn_logistic_regression():
     assert nll(float(params.a), float(params.b)) <= nll(a, b) + 1e-11
 
 
+@pytest.mark.slow
 def test_platt_on_large_margins_with_logits_inputs():
     rng = np.random.default_rng(1)
     margin = rng.normal(0, 40, N).astype(np.float32)  # SVM-like scores, far from log-odds
@@ -150,10 +156,15 @@ def test_beta_calibration_matches_betacal_logic(case):
     assert_close(BETA.apply(params, s), expected, atol=1e-4)
 
 
-def test_beta_identity_on_zero_weight_and_logits_inputs():
+def test_beta_identity_on_zero_weight():
     s, y = _scores(6)
     params = BETA.fit(s, y, weights=np.zeros(N))
     assert_close(BETA.apply(params, s), s, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_beta_logits_inputs_match_probs_inputs():
+    s, y = _scores(6)
     by_logits = cal.beta_calibration(inputs="logits")
     z = logit(s.astype(np.float64)).astype(np.float32)
     p1 = BETA.fit(s, y, weights=np.ones(N))

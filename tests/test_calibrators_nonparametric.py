@@ -46,6 +46,7 @@ def test_isotonic_matches_sklearn_float32_with_ties_and_zero_weights():
         assert_close(ISO.apply(params, x), ir.predict(x), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_isotonic_matches_sklearn_float64():
     s, y = _scores(1, dtype=np.float64)
     w = np.random.default_rng(1).uniform(0, 2, N)
@@ -104,6 +105,7 @@ def test_isotonic_degenerate_inputs():
     assert_close(ISO.apply(empty, s), s)
 
 
+@pytest.mark.slow
 def test_isotonic_vmap_over_bootstrap_and_no_recompile():
     s, y = _scores(5)
     counts = np.random.default_rng(5).multinomial(N, np.full(N, 1 / N), size=4)

@@ -45,6 +45,15 @@ def _check_array(x: Any, name: str, ndim: int) -> jax.Array:
     return arr
 
 
+def _check_all_finite(name: str, arr: jax.Array) -> None:
+    """Raise if a concrete ``arr`` has NaN or inf (checked on device, located on host)."""
+    if not bool(jnp.all(jnp.isfinite(arr))):
+        values = np.asarray(arr, dtype=np.float64)
+        idx = tuple(int(i) for i in np.argwhere(~np.isfinite(values))[0])
+        idx = idx[0] if len(idx) == 1 else idx
+        raise ValueError(f"`{name}` must be finite; got {values[idx]} at index {idx}.")
+
+
 def check_multiclass_inputs(x: Any, inputs: str, name: str = "logits") -> jax.Array:
     """Validate ``(N, K)`` inputs (K >= 2) in the space ``inputs``; return a float array."""
     arr = _check_array(x, name, 2)
@@ -52,25 +61,23 @@ def check_multiclass_inputs(x: Any, inputs: str, name: str = "logits") -> jax.Ar
         raise ValueError(f"`{name}` must have at least 2 class columns; got shape {arr.shape}.")
     if inputs == "probs":
         return check_probs(arr, name)
-    if is_concrete(arr):
-        values = np.asarray(arr, dtype=np.float64)
-        if inputs == "logits":
-            bad = ~np.isfinite(values)
-            if bad.any():
-                idx = tuple(int(i) for i in np.argwhere(bad)[0])
-                raise ValueError(f"`{name}` must be finite; got {values[idx]} at index {idx}.")
-        else:  # log_probs: no NaN, no +inf, rows log-sum-exp to 0
-            if np.isnan(values).any() or (values == np.inf).any():
-                raise ValueError(f"`{name}` log-probabilities must not be NaN or +inf.")
-            with np.errstate(divide="ignore"):
-                sums = np.exp(values).sum(axis=1)
-            worst = int(np.argmax(np.abs(sums - 1)))
-            if abs(sums[worst] - 1) > SIMPLEX_ATOL:
-                raise ValueError(
-                    f"`{name}` must hold log-probabilities (exp of each row sums to 1 within "
-                    f"{SIMPLEX_ATOL}); row {worst} sums to {sums[worst]:.6g}. "
-                    'Build the calibrator with inputs="logits" for unnormalised scores.'
-                )
+    if not is_concrete(arr):
+        return arr
+    if inputs == "logits":
+        _check_all_finite(name, arr)
+        return arr
+    values = np.asarray(arr, dtype=np.float64)  # log_probs: no NaN or +inf, rows sum to 1
+    if np.isnan(values).any() or (values == np.inf).any():
+        raise ValueError(f"`{name}` log-probabilities must not be NaN or +inf.")
+    with np.errstate(divide="ignore"):
+        sums = np.exp(values).sum(axis=1)
+    worst = int(np.argmax(np.abs(sums - 1)))
+    if abs(sums[worst] - 1) > SIMPLEX_ATOL:
+        raise ValueError(
+            f"`{name}` must hold log-probabilities (exp of each row sums to 1 within "
+            f"{SIMPLEX_ATOL}); row {worst} sums to {sums[worst]:.6g}. "
+            'Build the calibrator with inputs="logits" for unnormalised scores.'
+        )
     return arr
 
 
@@ -80,11 +87,7 @@ def check_binary_inputs(x: Any, inputs: str, name: str = "scores") -> jax.Array:
     if inputs == "probs":
         check_unit_interval(name, arr)
     elif is_concrete(arr):
-        values = np.asarray(arr, dtype=np.float64)
-        bad = ~np.isfinite(values)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ValueError(f"`{name}` must be finite; got {values[i]} at index {i}.")
+        _check_all_finite(name, arr)
     return arr
 
 
