@@ -6,10 +6,11 @@ of jaxcal imports this module: ``pip install jaxcal`` works without matplotlib, 
 figure and never call ``plt.show()``; with the non-interactive Agg backend
 (``matplotlib.use("Agg")``) they render to files only.
 
-Everything drawn is computed by jaxcal's own kernels: the per-bin statistics by
-:func:`jaxcal.reliability_curve` (binned exactly as :func:`jaxcal.ece`), the intervals by
-:mod:`jaxcal.stats`, the cumulative path and its tests by
-:func:`jaxcal.cumulative_differences` and :func:`jaxcal.calibration_tests`.
+Everything drawn is computed by jaxcal's own kernels: the per-bin statistics and their
+binomial intervals by :func:`jaxcal.stats.reliability_intervals` (binned exactly as
+:func:`jaxcal.ece`), the consistency bands by :func:`jaxcal.stats.consistency_bands`, the
+cumulative path and its tests by :func:`jaxcal.cumulative_differences` and
+:func:`jaxcal.calibration_tests`.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class ReliabilityDiagram(NamedTuple):
     hist_ax: Any
 
 
-class BinSummary(NamedTuple):
+class _BinSummary(NamedTuple):
     """Per-bin numbers of one model in one panel (host NumPy arrays over non-empty bins)."""
 
     edges: np.ndarray
@@ -173,7 +174,7 @@ def _summary(
     confidence: float,
     n_resamples: int,
     key: jax.Array,
-) -> BinSummary:
+) -> _BinSummary:
     """The per-bin numbers drawn for one panel (host arrays, non-empty bins only)."""
     binned = dict(n_bins=n_bins, binning=binning, closed=closed, confidence=confidence)
     rel = reliability_intervals(panel.scores, panel.targets, method=interval_method, **binned)
@@ -187,7 +188,7 @@ def _summary(
     else:
         band_low = band_high = np.full(counts.shape, np.nan)
     keep = counts > 0
-    return BinSummary(
+    return _BinSummary(
         edges=np.asarray(rel.edges, dtype=np.float64),
         counts=counts,
         confidence=conf[keep],
@@ -230,7 +231,7 @@ def _hist_axes(ax, show_histogram: bool):
     return state
 
 
-def _logit_floor(summaries: list[BinSummary]) -> float:
+def _logit_floor(summaries: list[_BinSummary]) -> float:
     """Distance from 0 and 1 at which a logit diagram stops (0 and 1 lie at infinity)."""
     values = np.concatenate(
         [np.concatenate([s.confidence, s.accuracy, s.band_low, s.band_high]) for s in summaries]
@@ -241,7 +242,7 @@ def _logit_floor(summaries: list[BinSummary]) -> float:
     return float(np.clip(min(inner.min(), 1 - inner.max()) / 2, 1e-6, 0.05))
 
 
-def _draw_panel(ax, state, panel: _Panel, summary: BinSummary, name, *, bands, intervals):
+def _draw_panel(ax, state, panel: _Panel, summary: _BinSummary, name, *, bands, intervals):
     color = f"C{state['n_models']}"
     first = state["n_models"] == 0
     state["n_models"] += 1
@@ -341,7 +342,10 @@ def reliability_diagram(
 
     Several models: pass a mapping ``{name: probs}`` (same ``labels``), or call again with
     ``ax=`` the ``ax`` of the first result (the labels may then differ); each model gets
-    the next colour of the cycle, its own markers, band and histogram outline.
+    the next colour of the cycle, its own markers, band and histogram outline. With
+    ``kind="classwise"`` a new figure holds a grid of K panels (five per row). The
+    histogram's count axis is logarithmic; on a logit axis, frequencies of exactly 0 or 1
+    are drawn at the edge of the plot.
 
     Args:
       probs: ``(N,)`` positive-class probabilities, ``(N, K)`` rows on the simplex, or a
@@ -357,9 +361,10 @@ def reliability_diagram(
         an earlier result to overlay models; ``None``: a new figure.
       show_histogram: draw the bin-count histogram beneath the diagram.
       bands: draw the consistency bands.
-      intervals: draw the Wilson intervals.
+      intervals: draw the binomial interval of each bin's observed frequency.
       logit_axis: logit scale on both axes (details near 0 and 1 become visible).
       label: the model's name in the legend (not with a mapping).
+      interval_method: ``"wilson"`` (score interval) or ``"clopper-pearson"`` (exact).
       closed: bin edge convention, as :func:`jaxcal.ece`.
       confidence: level of the bands and intervals, in (0, 1).
       n_resamples: consistency resamples for the bands.
@@ -380,7 +385,8 @@ def reliability_diagram(
       >>> d = reliability_diagram(p, y, n_bins=5, label="model", n_resamples=100)
       >>> d.ax.get_legend().get_texts()[1].get_text()[:13]
       'model (ECE = '
-      >>> d.figure.savefig("/dev/null", format="png")
+      >>> import io
+      >>> d.figure.savefig(io.BytesIO(), format="png")
 
     References:
       DeGroot & Fienberg (1983); Bröcker & Smith (2007), "Increasing the reliability of
@@ -443,7 +449,8 @@ def reliability_diagram(
     hist = [s["hist_ax"] for s in states]
     if n_panel == 1:
         return ReliabilityDiagram(fig, axes[0], hist[0])
-    fig.tight_layout()
+    if ax is None:
+        fig.tight_layout()
     return ReliabilityDiagram(fig, axes, None if hist[0] is None else np.array(hist, dtype=object))
 
 
@@ -452,7 +459,7 @@ def reliability_diagram(
 
 def _p_text(p: float, log_p: float) -> str:
     """A p-value for a legend: 3 significant digits, or a power of ten when tiny."""
-    if p >= 1e-4:
+    if p >= 1e-4 or not math.isfinite(log_p):  # -inf: the data are impossible (sigma = 0)
         return f"{p:.3g}"
     exponent = log_p / math.log(10)
     mantissa = 10 ** (exponent - math.floor(exponent))
@@ -570,7 +577,7 @@ def cumulative_differences_plot(
             ax.set_xlim(0, 1)
             ax.set_xlabel("k / N (samples sorted by score)")
             ax.set_ylabel("cumulative difference $C_k$ (labels − scores)")
-            ax.set_title("cumulative differences", pad=30 if n_score_ticks else 6)
+            ax.set_title("cumulative differences")
             if show_triangle and sigma > 0:
                 ax.fill(
                     [0, 0, 0.04],

@@ -289,3 +289,13 @@ def test_matplotlib_is_imported_lazily():
     code = "import sys, jaxcal, jaxcal.plot, jaxcal.cli; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_cumulative_plot_of_certain_scores_has_no_nan():
+    """sigma = 0: p-values 1 (labels agree with 0/1 scores) or 0 (they do not); no triangle."""
+    s = np.array([0.0, 1.0, 1.0, 0.0], np.float32)
+    ax = cumulative_differences_plot({"agree": s, "disagree": 1 - s}, np.array([0, 1, 1, 0]))
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert texts == ["agree: KS p = 1, Kuiper p = 1", "disagree: KS p = 0, Kuiper p = 0"]
+    assert not [c for c in ax.patches if c.get_gid() == "jaxcal-triangle"]
+    ax.figure.savefig(io.BytesIO(), format="png")
