@@ -131,6 +131,29 @@ def _seed_words(keys: jax.Array) -> jax.Array:
     return jnp.stack([k0, k1], axis=1)
 
 
+def _resample_seeds(key: jax.Array, n: int) -> jax.Array:
+    """Threefry key words ``(n, 2)`` of the n resamples of ``key``.
+
+    For a Threefry key these are the words of ``jax.random.split(key, n)`` (JAX's
+    default, partitionable split: block r of the key's Threefry stream), computed by the
+    fused Threefry, which compiles 2-3x faster than ``jax.random.split``'s rolled loop.
+    Other implementations split with ``jax.random.split`` and fold (``_seed_words``).
+    """
+    if str(jax.random.key_impl(key)) != "threefry2x32":
+        return _seed_words(jax.random.split(key, n))
+    data = jax.random.key_data(key)
+    counter = jnp.arange(n, dtype=jnp.uint32)
+    k0, k1 = _threefry2x32(data[0], data[1], jnp.zeros_like(counter), counter)
+    return jnp.stack([k0, k1], axis=1)
+
+
+def _split_seeds(seeds: jax.Array) -> jax.Array:
+    """Two child seeds ``(R, 2, 2)`` of each seed ``(R, 2)``, as ``jax.random.split(k)``."""
+    counter = jnp.arange(2, dtype=jnp.uint32)[None, :]
+    k0, k1 = _threefry2x32(seeds[:, :1], seeds[:, 1:], jnp.zeros_like(counter), counter)
+    return jnp.stack([k0, k1], axis=2)
+
+
 def _mulhi(w: jax.Array, n: int) -> jax.Array:
     """floor(w * n / 2**32) for uint32 ``w`` and 0 < n < 2**31, in 32-bit arithmetic.
 
@@ -532,11 +555,10 @@ def _consistency_kernel(
 ):
     fn = metric.fn
     statistic = _evaluate(fn, probs, labels, weights)
-    keys = jax.random.split(key, n_resamples)
+    seeds = _resample_seeds(key, n_resamples)
     n = probs.shape[0]
     if resample_predictions:
-        pair = jax.vmap(jax.random.split)(keys)  # (R, 2): indices, then labels
-        seeds = jnp.stack([_seed_words(pair[:, 0]), _seed_words(pair[:, 1])], axis=1)
+        seeds = _split_seeds(seeds)  # (R, 2, 2): indices, then labels
 
         def batch_fn(s):  # s: (b, 2, 2)
             idx = _indices(s[:, 0], n)
@@ -554,7 +576,7 @@ def _consistency_kernel(
 
         null = _map_batches(batch_fn, seeds, n_batches, batch)
     elif spec is not None:
-        null = _binned_null(_seed_words(keys), probs, spec, n_batches, batch)
+        null = _binned_null(seeds, probs, spec, n_batches, batch)
     else:
         plan = _label_plan(probs)
 
@@ -562,7 +584,7 @@ def _consistency_kernel(
             y = _resampled_labels(s, plan)
             return jax.vmap(lambda y_: _evaluate(fn, probs, y_, weights))(y)
 
-        null = _map_batches(batch_fn, _seed_words(keys), n_batches, batch)
+        null = _map_batches(batch_fn, seeds, n_batches, batch)
     null = null.astype(statistic.dtype)
     return ConsistencyTestResult(statistic, _p_value(null, statistic), null)
 
@@ -763,7 +785,7 @@ def _bootstrap_kernel(
     fn = metric.fn
     estimate = _evaluate(fn, probs, labels, weights)
     n = probs.shape[0]
-    seeds = _seed_words(jax.random.split(key, n_resamples))
+    seeds = _resample_seeds(key, n_resamples)
 
     def batch_fn(s):
         idx = _indices(s, n)
@@ -879,7 +901,7 @@ def _paired_kernel(
 
     difference = diff(probs_a, probs_b, labels, weights)
     n = labels.shape[0]
-    seeds = _seed_words(jax.random.split(key, n_resamples))
+    seeds = _resample_seeds(key, n_resamples)
 
     def batch_fn(s):
         idx = _indices(s, n)

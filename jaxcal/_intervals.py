@@ -31,7 +31,7 @@ from jaxcal._bootstrap import (
     _hit_counts,
     _hit_plan,
     _map_batches,
-    _seed_words,
+    _resample_seeds,
 )
 from jaxcal._checks import (
     check_option,
@@ -350,7 +350,7 @@ def _bands_kernel(probs, key, n_resamples, confidence, n_bins, binning, closed, 
     count, weight, sum_score, _ = (f[0] for f in stats)
     _, bins = bin_edges_and_index(scores, n_bins, binning, closed, None)
     plan = _hit_plan(probs, bins, n_bins)
-    seeds = _seed_words(jax.random.split(key, n_resamples))
+    seeds = _resample_seeds(key, n_resamples)
     hits = _map_batches(lambda s: _hit_counts(s, plan), seeds, n_batches, batch)
     accuracy = _safe_divide(hits.astype(weight.dtype), weight[None, :])
     alpha = (1 - confidence) / 2

@@ -28,8 +28,10 @@ from jaxcal._bootstrap import (
     _indices,
     _label_plan,
     _mulhi,
+    _resample_seeds,
     _resampled_labels,
     _seed_words,
+    _split_seeds,
     _threefry2x32,
     _threshold,
     _words,
@@ -59,6 +61,7 @@ def _multiclass_data(n=N, k=4, seed=1):
 
 P, Y = _binary_data()
 PM, YM = _multiclass_data()
+R = 64  # resamples of the mechanical tests: one compiled kernel serves several tests
 
 
 def mean_label(probs, labels, *, weights=None):
@@ -92,6 +95,15 @@ def test_threefry_matches_jax_primitive():
         np.testing.assert_array_equal(np.asarray(ours[1]), np.asarray(ref[1]))
 
 
+def test_resample_seeds_are_jax_random_split():
+    key = jax.random.key(11)
+    seeds = _resample_seeds(key, 9)
+    np.testing.assert_array_equal(seeds, jax.random.key_data(jax.random.split(key, 9)))
+    children = _split_seeds(seeds)
+    ref = jax.vmap(jax.random.split)(jax.random.split(key, 9))
+    np.testing.assert_array_equal(children, jax.random.key_data(ref))
+
+
 def test_stream_is_jax_random_bits_uint64():
     """Word 2j + w of a stream is word w (big-endian) of jax.random.bits(k, uint64)[j]."""
     keys = jax.random.split(jax.random.key(3), 3)
@@ -103,6 +115,7 @@ def test_stream_is_jax_random_bits_uint64():
             np.testing.assert_array_equal(words[r], pairs.reshape(-1)[:11].astype(np.uint32))
 
 
+@pytest.mark.slow
 def test_rbg_keys_are_hashed_to_threefry_keys():
     key = jax.random.key(5, impl="rbg")
     keys = jax.random.split(key, 4)
@@ -111,8 +124,8 @@ def test_rbg_keys_are_hashed_to_threefry_keys():
     data = np.asarray(jax.random.key_data(keys[1]))  # 4 words, folded by Threefry
     ref = jex_random.threefry2x32_p.bind(*(jnp.uint32(v) for v in data))
     np.testing.assert_array_equal(np.asarray(seeds[1]), np.array([ref[0], ref[1]]))
-    res = consistency_test(jaxcal.ece, P, Y, key=key, n_resamples=50)
-    again = consistency_test(jaxcal.ece, P, Y, key=key, n_resamples=50)
+    res = consistency_test(jaxcal.ece, P, Y, key=key, n_resamples=R)
+    again = consistency_test(jaxcal.ece, P, Y, key=key, n_resamples=R)
     np.testing.assert_array_equal(res.null, again.null)
 
 
@@ -179,81 +192,93 @@ def test_categorical_labels_have_the_rows_frequencies(k):
     assert labels.min() >= 0 and labels.max() < k
 
 
-@pytest.mark.parametrize(("n", "multiclass"), [(N, False), (N + 1, True)])
-def test_hit_counts_equal_the_binned_labels(n, multiclass):
-    """The fast path's per-bin counts are the counts of the very labels drawn otherwise."""
-    probs, _ = _multiclass_data(n) if multiclass else _binary_data(n)
+def test_hit_counts_equal_the_binned_labels():
+    """The fast path's per-bin counts are the counts of the very labels drawn otherwise
+    (binary and multiclass, N odd: the last block's second word is padding)."""
     seeds = _seed_words(jax.random.split(KEY, 37))
-    scores = jnp.max(probs, axis=1) if multiclass else probs
-    options = [(10, "uniform"), (7, "quantile"), (1, "uniform")]
-    bins_list = [bin_edges_and_index(scores, m, b, "right", None)[1] for m, b in options]
-    labels, counts = jax.jit(
-        lambda s, p, bl: (
-            _resampled_labels(s, _label_plan(p)),
-            [_hit_counts(s, _hit_plan(p, b, m)) for b, (m, _) in zip(bl, options, strict=True)],
-        )
-    )(seeds, probs, bins_list)
-    labels = np.asarray(labels)
-    hits = labels == np.argmax(np.asarray(probs), axis=1)[None] if multiclass else labels == 1
-    for (m, _), bins, ours in zip(options, bins_list, counts, strict=True):
-        ref = np.stack([np.bincount(np.asarray(bins), weights=h, minlength=m) for h in hits])
-        np.testing.assert_array_equal(np.asarray(ours), ref.astype(np.int64))
+    options = [(10, "uniform"), (7, "quantile")]
+    scores = {"binary": P, "multiclass": jnp.max(PM, axis=1)}
+    bins = {
+        kind: [bin_edges_and_index(s, m, b, "right", None)[1] for m, b in options]
+        for kind, s in scores.items()
+    }
+
+    @jax.jit
+    def draw(seeds, p, pm, bins):
+        out = {}
+        for kind, probs in (("binary", p), ("multiclass", pm)):
+            labels = _resampled_labels(seeds, _label_plan(probs))
+            counts = [
+                _hit_counts(seeds, _hit_plan(probs, b, m))
+                for b, (m, _) in zip(bins[kind], options, strict=True)
+            ]
+            out[kind] = (labels, counts)
+        return out
+
+    for kind, (labels, counts) in draw(seeds, P, PM, bins).items():
+        labels = np.asarray(labels)
+        if kind == "multiclass":
+            hits = labels == np.argmax(np.asarray(PM), axis=1)[None]
+        else:
+            hits = labels == 1
+        for (m, _), b, ours in zip(options, bins[kind], counts, strict=True):
+            ref = np.stack([np.bincount(np.asarray(b), weights=h, minlength=m) for h in hits])
+            np.testing.assert_array_equal(np.asarray(ours), ref.astype(np.int64))
 
 
 # ---------------------------------------------------------------- consistency test
 
 
 ECE_VARIANTS = [
-    partial(jaxcal.ece, n_bins=10),
+    jaxcal.ece,
     partial(jaxcal.ece, n_bins=6, binning="quantile", norm="l2", debias=True),
-    partial(jaxcal.ece, n_bins=8, closed="left", norm="max"),
-    partial(jaxcal.mce, n_bins=5),
+    partial(jaxcal.mce, n_bins=5, closed="left"),
 ]
 
 
-@pytest.mark.parametrize(("variant", "multiclass"), [(0, False), (1, False), (2, True), (3, True)])
+@pytest.mark.parametrize(("variant", "multiclass"), [(0, False), (1, False), (2, True)])
 def test_fast_path_equals_calling_the_metric(variant, multiclass):
     metric = ECE_VARIANTS[variant]
     probs, labels = (PM, YM) if multiclass else (P, Y)
-    fast = consistency_test(metric, probs, labels, key=KEY, n_resamples=64)
+    fast = consistency_test(metric, probs, labels, key=KEY, n_resamples=R)
 
     def generic(p, y):  # the same metric, hidden from the fast-path detection
         return metric(p, y)
 
-    slow = consistency_test(generic, probs, labels, key=KEY, n_resamples=64)
+    slow = consistency_test(generic, probs, labels, key=KEY, n_resamples=R)
     # Same labels; values may differ in the last bit (fused differently): documented.
     assert_close(fast.null, slow.null, rtol=1e-6, atol=1e-7)  # float32 round-off of gap_norm
     assert_close(fast.statistic, metric(probs, labels))
     assert fast.p_value == slow.p_value
     # And each null value is the metric evaluated on that resample's labels.
-    seeds = _seed_words(jax.random.split(KEY, 64))
+    seeds = _seed_words(jax.random.split(KEY, R))
     resampled = _resampled_labels(seeds[:3], _label_plan(probs))
     for r in range(3):
         assert_close(slow.null[r], metric(probs, resampled[r]))
 
 
 def test_p_value_formula_and_dtype():
-    res = consistency_test(jaxcal.ece, P, Y, key=KEY, n_resamples=200)
+    res = consistency_test(jaxcal.ece, P, Y, key=KEY, n_resamples=R)
     exceed = int(np.sum(np.asarray(res.null) >= float(res.statistic)))
-    assert_close(res.p_value, (1 + exceed) / 201)
-    assert res.statistic.shape == () and res.p_value.shape == () and res.null.shape == (200,)
+    assert_close(res.p_value, (1 + exceed) / (R + 1))
+    assert res.statistic.shape == () and res.p_value.shape == () and res.null.shape == (R,)
     assert res.p_value.dtype == jnp.float32
 
 
 def test_ties_count_against_the_null():
     """A constant metric ties every resample: p = 1, never a spurious rejection."""
-    res = consistency_test(mean_prob, P, Y, key=KEY, n_resamples=30)
+    res = consistency_test(mean_prob, P, Y, key=KEY, n_resamples=R)
     assert float(res.p_value) == 1.0
-    np.testing.assert_array_equal(res.null, np.full(30, float(res.statistic), np.float32))
+    np.testing.assert_array_equal(res.null, np.full(R, float(res.statistic), np.float32))
 
 
 def test_p_values_small_under_clear_miscalibration():
-    p, y = _binary_data(n=2000, seed=4, power=2.0)  # true rate p**2: overconfident
-    res = consistency_test(jaxcal.ece, p, y, key=KEY, n_resamples=199)
-    assert float(res.p_value) == pytest.approx(1 / 200)  # never 0
+    p, y = _binary_data(seed=4, power=3.0)  # true rate p**3: miscalibrated
+    res = consistency_test(jaxcal.ece, p, y, key=KEY, n_resamples=R)
+    assert float(res.p_value) == pytest.approx(1 / (R + 1))  # the smallest, never 0
     pm = PM**3 / jnp.sum(PM**3, axis=1, keepdims=True)  # sharpened: overconfident top label
-    res = consistency_test(jaxcal.ece, pm, YM, key=KEY, n_resamples=199)
-    assert float(res.p_value) <= 0.01
+    res = consistency_test(ECE_VARIANTS[2], pm, YM, key=KEY, n_resamples=R)
+    assert float(res.p_value) <= 0.05
 
 
 def test_p_values_roughly_uniform_under_the_null_under_vmap():
@@ -280,31 +305,31 @@ def test_batch_size_does_not_change_the_result():
     """The draws are the same for every batch size: ece/mce (integer per-bin counts) and
     metrics of integer sums are bitwise identical; other float metrics may differ in the
     last bit (XLA can vectorise a reduction differently at another vmap width)."""
-    metric = partial(jaxcal.ece, n_bins=10)
-    ref = consistency_test(metric, P, Y, key=KEY, n_resamples=45)
-    for b in (1, 7):
-        res = consistency_test(metric, P, Y, key=KEY, n_resamples=45, batch_size=b)
-        np.testing.assert_array_equal(res.null, ref.null)
-        assert res.p_value == ref.p_value
+    ref = consistency_test(jaxcal.ece, P, Y, key=KEY, n_resamples=R)
+    res = consistency_test(jaxcal.ece, P, Y, key=KEY, n_resamples=R, batch_size=7)
+    np.testing.assert_array_equal(res.null, ref.null)
+    assert res.p_value == ref.p_value
     generic = [
-        consistency_test(mean_label, PM, YM, key=KEY, n_resamples=45, batch_size=b) for b in (4, 45)
+        consistency_test(mean_label, PM, YM, key=KEY, n_resamples=R, batch_size=b)
+        for b in (5, None)
     ]
     np.testing.assert_array_equal(generic[0].null, generic[1].null)
     boot = [
-        bootstrap_ci(jaxcal.brier_score, P, Y, key=KEY, n_resamples=45, batch_size=b)
-        for b in (2, 45)
+        bootstrap_ci(jaxcal.brier_score, P, Y, key=KEY, n_resamples=R, batch_size=b)
+        for b in (3, None)
     ]
     assert_close(boot[0].samples, boot[1].samples, rtol=1e-6)  # last-bit float32 differences
-    assert boot[0].low == boot[1].low or abs(float(boot[0].low - boot[1].low)) < 1e-7
+    assert abs(float(boot[0].low - boot[1].low)) < 1e-6
 
 
 def test_resample_prefix_is_stable():
     """Resample r depends on split(key, R)[r] only: fewer resamples give a prefix."""
-    a = consistency_test(jaxcal.ece, P, Y, key=KEY, n_resamples=40)
-    b = consistency_test(jaxcal.ece, P, Y, key=KEY, n_resamples=20)
-    np.testing.assert_array_equal(a.null[:20], b.null)
+    a = consistency_test(jaxcal.ece, P, Y, key=KEY, n_resamples=R)
+    b = consistency_test(jaxcal.ece, P, Y, key=KEY, n_resamples=R // 2)
+    np.testing.assert_array_equal(a.null[: R // 2], b.null)
 
 
+@pytest.mark.slow
 def test_null_of_mean_label_has_binomial_spread():
     res = consistency_test(mean_label, P, Y, key=KEY, n_resamples=2000)
     p = np.asarray(P, np.float64)
@@ -314,41 +339,44 @@ def test_null_of_mean_label_has_binomial_spread():
 
 
 def test_resample_predictions_bootstraps_the_predictions():
-    fixed = consistency_test(mean_prob, P, Y, key=KEY, n_resamples=800)
+    fixed = consistency_test(mean_prob, P, Y, key=KEY, n_resamples=R)
     assert np.ptp(np.asarray(fixed.null)) == 0
     moving = consistency_test(mean_prob, P, Y, key=KEY, n_resamples=800, resample_predictions=True)
     sd = np.std(np.asarray(P, np.float64)) / np.sqrt(N)
     assert np.std(np.asarray(moving.null)) == pytest.approx(sd, rel=0.1)
-    # Labels are then drawn from the resampled predictions: E[mean label] = mean p.
+
+
+@pytest.mark.slow
+def test_resample_predictions_draws_labels_from_the_resampled_predictions():
     res = consistency_test(mean_label, PM, YM, key=KEY, n_resamples=400, resample_predictions=True)
     assert np.all(np.isfinite(np.asarray(res.null)))
     w = jnp.asarray(np.random.default_rng(2).random(N).astype(np.float32))
     res = consistency_test(
         mean_label, P, Y, key=KEY, n_resamples=400, weights=w, resample_predictions=True
     )
-    expected = float(jnp.sum(w * P) / jnp.sum(w))
+    expected = float(jnp.sum(w * P) / jnp.sum(w))  # E[weighted mean label] = weighted mean p
     assert abs(float(jnp.mean(res.null)) - expected) < 0.01
 
 
 def test_float64_under_x64():
     with x64():
         p, y = jnp.asarray(P, jnp.float64), Y
-        res = consistency_test(jaxcal.ece, p, y, key=KEY, n_resamples=30)
+        res = consistency_test(jaxcal.ece, p, y, key=KEY, n_resamples=R)
         assert res.null.dtype == jnp.float64 and res.p_value.dtype == jnp.float64
         assert_close(res.statistic, jaxcal.ece(p, y))
 
 
 def test_jit_and_no_recompilation():
     metric_a = partial(jaxcal.ece, n_bins=9)
-    consistency_test(metric_a, P, Y, key=KEY, n_resamples=16)
+    consistency_test(metric_a, P, Y, key=KEY, n_resamples=R)
     before = _consistency_kernel._cache_size()
     # An equal partial (a new object) and new data reuse the compiled kernel.
-    consistency_test(partial(jaxcal.ece, n_bins=9), P + 0, Y, key=jax.random.key(9), n_resamples=16)
+    consistency_test(partial(jaxcal.ece, n_bins=9), P + 0, Y, key=jax.random.key(9), n_resamples=R)
     assert _consistency_kernel._cache_size() == before
-    jitted = jax.jit(lambda p, y, k: consistency_test(metric_a, p, y, key=k, n_resamples=16))
+    jitted = jax.jit(lambda p, y, k: consistency_test(metric_a, p, y, key=k, n_resamples=R))
     res = jitted(P, Y, KEY)
     np.testing.assert_array_equal(
-        res.null, consistency_test(metric_a, P, Y, key=KEY, n_resamples=16).null
+        res.null, consistency_test(metric_a, P, Y, key=KEY, n_resamples=R).null
     )
 
 
@@ -391,10 +419,10 @@ def test_bad_inputs():
 
 
 def test_bootstrap_resamples_pairs_with_replacement():
-    res = bootstrap_ci(mean_prob, P, Y, key=KEY, n_resamples=2000)
+    res = bootstrap_ci(mean_prob, P, Y, key=KEY, n_resamples=800)
     sd = np.std(np.asarray(P, np.float64)) / np.sqrt(N)
-    assert np.std(np.asarray(res.samples)) == pytest.approx(sd, rel=0.08)
-    assert abs(np.mean(np.asarray(res.samples)) - float(res.estimate)) < 4.5 * sd / np.sqrt(2000)
+    assert np.std(np.asarray(res.samples)) == pytest.approx(sd, rel=0.1)
+    assert abs(np.mean(np.asarray(res.samples)) - float(res.estimate)) < 4.5 * sd / np.sqrt(800)
     # Pairs stay together: resampling (p, y) with y == (p > 0.5) keeps that relation.
     y = (P > 0.5).astype(jnp.int32)
     agree = bootstrap_ci(
@@ -408,8 +436,8 @@ def test_bootstrap_resamples_pairs_with_replacement():
 
 
 def test_interval_methods_from_the_same_samples():
-    pct = bootstrap_ci(jaxcal.brier_score, P, Y, key=KEY, n_resamples=500)
-    basic = bootstrap_ci(jaxcal.brier_score, P, Y, key=KEY, n_resamples=500, method="basic")
+    pct = bootstrap_ci(jaxcal.brier_score, P, Y, key=KEY, n_resamples=R)
+    basic = bootstrap_ci(jaxcal.brier_score, P, Y, key=KEY, n_resamples=R, method="basic")
     np.testing.assert_array_equal(pct.samples, basic.samples)
     q = np.quantile(np.asarray(pct.samples, np.float64), [0.025, 0.975])
     assert_close([pct.low, pct.high], q, rtol=1e-6)  # float32 quantile interpolation
@@ -417,10 +445,9 @@ def test_interval_methods_from_the_same_samples():
     assert_close([basic.low, basic.high], [2 * est - q[1], 2 * est - q[0]], rtol=1e-6)
     for res in (pct, basic):
         assert float(res.low) < est < float(res.high)
-    narrow = bootstrap_ci(jaxcal.brier_score, P, Y, key=KEY, n_resamples=500, confidence=0.5)
-    assert float(pct.low) < float(narrow.low) < float(narrow.high) < float(pct.high)
 
 
+@pytest.mark.slow
 def test_intervals_shrink_like_one_over_sqrt_n():
     widths = []
     for n in (400, 1600, 6400):
@@ -453,7 +480,7 @@ def test_bca_matches_scipy_on_the_mean():
         rng = np.random.default_rng(5)
         x = rng.gamma(1.5, 0.2, 300).clip(0, 1)  # skewed: a != 0, z0 != 0
         p, y = jnp.asarray(x), jnp.zeros(300, jnp.int32)
-        for conf in (0.95, 0.8):
+        for conf in (0.9,):
             ours = bootstrap_ci(
                 mean_prob, p, y, key=KEY, n_resamples=1000, method="bca", confidence=conf
             )
@@ -498,14 +525,14 @@ def test_bca_close_to_scipy_on_a_nonlinear_statistic():
 
 def test_degenerate_bootstrap_is_finite():
     y = jnp.ones(N, jnp.int32)
-    for method in ("percentile", "basic", "bca"):
-        res = bootstrap_ci(mean_label, P, y, key=KEY, n_resamples=40, method=method)
+    for method in ("basic", "bca"):  # percentile: the plain quantiles, as basic's
+        res = bootstrap_ci(mean_label, P, y, key=KEY, n_resamples=R, method=method)
         assert float(res.low) == float(res.high) == float(res.estimate) == 1.0
 
 
 def test_bootstrap_with_weights_and_multiclass():
     w = jnp.asarray(np.random.default_rng(3).random(N).astype(np.float32))
-    res = bootstrap_ci(jaxcal.ece, PM, YM, key=KEY, n_resamples=100, weights=w, method="bca")
+    res = bootstrap_ci(jaxcal.ece, PM, YM, key=KEY, n_resamples=R, weights=w, method="bca")
     assert_close(res.estimate, jaxcal.ece(PM, YM, weights=w))
     assert float(res.low) <= float(res.high)
     assert np.all(np.isfinite(np.asarray(res.samples)))
@@ -516,23 +543,22 @@ def test_bootstrap_with_weights_and_multiclass():
 
 def test_paired_bootstrap_uses_the_same_indices_for_both_models():
     other = jnp.clip(P * 1.2, 0, 1)
-    paired = paired_bootstrap(jaxcal.brier_score, P, other, Y, key=KEY, n_resamples=300)
-    a = bootstrap_ci(jaxcal.brier_score, P, Y, key=KEY, n_resamples=300)
-    b = bootstrap_ci(jaxcal.brier_score, other, Y, key=KEY, n_resamples=300)
+    paired = paired_bootstrap(jaxcal.brier_score, P, other, Y, key=KEY, n_resamples=R)
+    a = bootstrap_ci(jaxcal.brier_score, P, Y, key=KEY, n_resamples=R)
+    b = bootstrap_ci(jaxcal.brier_score, other, Y, key=KEY, n_resamples=R)
     assert_close(paired.samples, a.samples - b.samples, atol=1e-6)  # float32 differences
     assert_close(paired.difference, a.estimate - b.estimate)
     exceed = np.sum(
         np.abs(np.asarray(paired.samples - paired.difference)) >= abs(float(paired.difference))
     )
-    assert_close(paired.p_value, (1 + exceed) / 301)
+    assert_close(paired.p_value, (1 + exceed) / (R + 1))
 
 
 def test_paired_bootstrap_detects_a_clear_difference_and_not_a_null_one():
-    p, y = _binary_data(n=1000, seed=8)
-    worse = jnp.clip(p + 0.25, 0, 1)
-    res = paired_bootstrap(jaxcal.ece, p, worse, y, key=KEY, n_resamples=199, method="bca")
-    assert float(res.high) < 0 and float(res.p_value) == pytest.approx(1 / 200)
-    same = paired_bootstrap(jaxcal.ece, p, p, y, key=KEY, n_resamples=50)
+    worse = jnp.clip(P + 0.25, 0, 1)
+    res = paired_bootstrap(jaxcal.ece, P, worse, Y, key=KEY, n_resamples=R, method="bca")
+    assert float(res.high) < 0 and float(res.p_value) == pytest.approx(1 / (R + 1))
+    same = paired_bootstrap(jaxcal.ece, P, P, Y, key=KEY, n_resamples=R, method="bca")
     assert float(same.p_value) == 1.0 and float(same.low) == float(same.high) == 0.0
 
 

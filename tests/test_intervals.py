@@ -68,8 +68,9 @@ def test_clopper_pearson_float32_accuracy_as_documented():
 def test_beta_quantile_against_scipy():
     with x64():
         q = jnp.asarray([1e-6, 0.025, 0.5, 0.975, 0.999999])
+        quantile = jax.jit(_beta_quantile)
         for a, b in [(0.5, 0.5), (1.0, 1.0), (3.0, 40.0), (200.0, 5.0)]:
-            ours = _beta_quantile(q, jnp.full(5, a), jnp.full(5, b))
+            ours = quantile(q, jnp.full(5, a), jnp.full(5, b))
             assert_close(ours, scipy.stats.beta.ppf(np.asarray(q), a, b), rtol=1e-9, atol=1e-300)
 
 
@@ -87,12 +88,10 @@ def test_degenerate_counts():
 def test_intervals_under_jit_and_vmap():
     k = jnp.asarray([[1.0, 2.0], [3.0, 4.0]])
     n = jnp.asarray([[5.0, 5.0], [5.0, 5.0]])
-    for fn in (wilson_interval, clopper_pearson_interval):
-        direct = fn(k, n)
-        jitted = jax.jit(fn)(k, n)
-        mapped = jax.vmap(fn)(k, n)
-        for a, b in ((direct, jitted), (direct, mapped)):
-            assert_close(a.low, b.low) and assert_close(a.high, b.high)
+    for fn, transform in ((wilson_interval, jax.jit), (clopper_pearson_interval, jax.vmap)):
+        direct, transformed = fn(k, n), transform(fn)(k, n)
+        assert_close(direct.low, transformed.low)
+        assert_close(direct.high, transformed.high)
 
 
 def test_bad_counts():
@@ -123,6 +122,7 @@ def _data(n=800, seed=0):
 
 
 P, Y, PM, YM = _data()
+R = 64  # resamples of the band tests: one compiled kernel serves several tests
 
 
 @pytest.mark.parametrize(
@@ -169,7 +169,7 @@ def test_reliability_intervals_bad_inputs():
 @pytest.mark.parametrize("multiclass", [False, True])
 def test_consistency_bands_are_quantiles_of_the_resampled_accuracy(multiclass):
     probs = PM if multiclass else P
-    r, n_bins = 300, 8
+    r, n_bins = R, 8
     bands = consistency_bands(probs, key=KEY, n_resamples=r, n_bins=n_bins)
     # The same labels as consistency_test draws, binned by the oracle reliability_curve.
     labels = _resampled_labels(_seed_words(jax.random.split(KEY, r)), _label_plan(probs))
@@ -183,6 +183,7 @@ def test_consistency_bands_are_quantiles_of_the_resampled_accuracy(multiclass):
     assert_close(bands.mean_confidence, observed.mean_confidence)
 
 
+@pytest.mark.slow
 def test_consistency_bands_cover_the_diagonal_and_shrink():
     n_bins = 5
     widths = []
@@ -197,8 +198,8 @@ def test_consistency_bands_cover_the_diagonal_and_shrink():
 
 
 def test_consistency_bands_batch_size_and_bad_inputs():
-    a = consistency_bands(P, key=KEY, n_resamples=50, n_bins=8)
-    b = consistency_bands(P, key=KEY, n_resamples=50, n_bins=8, batch_size=3)
+    a = consistency_bands(P, key=KEY, n_resamples=R, n_bins=8)
+    b = consistency_bands(P, key=KEY, n_resamples=R, n_bins=8, batch_size=3)
     np.testing.assert_array_equal(a.low, b.low)
     np.testing.assert_array_equal(a.high, b.high)
     with pytest.raises(ValueError, match="`probs`"):
@@ -211,7 +212,7 @@ def test_consistency_bands_batch_size_and_bad_inputs():
 
 def test_empty_bins_are_zero_in_the_bands():
     p = jnp.asarray(np.array([0.05, 0.1, 0.12, 0.93, 0.97], np.float32))
-    b = consistency_bands(p, key=KEY, n_resamples=50, n_bins=10)
+    b = consistency_bands(p, key=KEY, n_resamples=R, n_bins=10)
     empty = np.asarray(b.counts) == 0
     assert empty.any()
     assert np.all(np.asarray(b.low)[empty] == 0) and np.all(np.asarray(b.high)[empty] == 0)
