@@ -11,9 +11,10 @@ Input files (the format is decided by the extension):
 
 * ``.npz``: arrays ``probs`` ((N,) positive-class probabilities or (N, K) rows on the
   simplex) and/or ``logits`` ((N,) log-odds or (N, K)), and ``labels`` ((N,) integers).
-  ``--probs KEY``, ``--logits KEY``, ``--labels KEY`` name other keys. When the file has
-  only logits, the probabilities are their softmax (sigmoid for (N,)); when it has both,
-  the metrics use ``probs`` and temperature scaling uses ``logits``. Pickled (object)
+  ``--labels KEY`` names another label key. When the file has only logits, the
+  probabilities are their softmax (sigmoid for (N,)); when it has both, the metrics use
+  ``probs`` and temperature scaling uses ``logits``. ``--probs [KEY]`` or ``--logits
+  [KEY]`` use that one array only (default key ``probs`` or ``logits``). Pickled (object)
   arrays are refused.
 * ``.npy``: one array of scores, with the labels in a second ``.npy`` given by
   ``--labels LABELS.npy`` (required). The scores are probabilities, or logits with
@@ -268,10 +269,11 @@ def load(path: Path, args: argparse.Namespace) -> Model:
     suffix = path.suffix.lower()
     logits_flag = args.logits is not None
     if suffix == ".npz":
+        # A flag without a value names the default key: "--logits" uses only the logits.
         return load_npz(
             path,
-            probs_key=args.probs or None,
-            logits_key=args.logits or None,
+            probs_key=args.probs or ("probs" if args.probs == "" else None),
+            logits_key=args.logits or ("logits" if args.logits == "" else None),
             labels_key=args.labels,
         )
     if suffix == ".npy":

@@ -219,6 +219,9 @@ def test_logits_in_npz_and_csv_and_binary_inputs(tmp_path, capsys):
     doc = _json(["report", str(tmp_path / "logits.npz")], capsys)
     model = doc["models"][0]
     assert model["inputs"] == "logits"
+    np.savez(tmp_path / "both.npz", probs=np.full_like(p, 0.1), logits=z, labels=y)
+    doc_both = _json(["report", str(tmp_path / "both.npz"), "--logits"], capsys)
+    assert doc_both["models"][0]["metrics"] == model["metrics"]  # the probs key is ignored
     # The CLI takes the softmax in float64, this test in float32: scores differ by an ulp.
     assert_close(np.float32(model["metrics"]["ece"]["value"]), jaxcal.ece(p, y), atol=1e-5)
     # A binary problem: one log-odds column of a CSV, label column named by --labels.
