@@ -15,7 +15,8 @@ side in one process, round-robin (``benchmarks/_timing.py``):
   way to get all three.
 * ``jaxcal ks_test`` and ``jaxcal calibration_tests`` (all three from one sort), on float32
   device arrays (JAX's default), and ``calibration_tests`` under ``jax_enable_x64`` on
-  float64 arrays, like MAPIE. Public functions, validation included.
+  float64 arrays, like MAPIE. Public functions, validation included. The weighted row
+  (weights ~ U(0.5, 2); MAPIE has no weights) is compared with MAPIE's unweighted tests.
 
 Steady-state medians after a warm-up call (``block_until_ready``); compile time (trace +
 XLA compile of the jitted public function for the shape) is listed on its own. Ratios are
@@ -79,6 +80,7 @@ def bench(n: int, repeats: int, budget_s: float, clock: str):
     s, y = _data(n)
     s32 = jnp.asarray(s.astype(np.float32))
     yj = jnp.asarray(y)
+    w32 = jnp.asarray(np.random.default_rng(1).uniform(0.5, 2.0, n).astype(np.float32))
     with jax.enable_x64(True):
         s64 = jnp.asarray(s)
 
@@ -98,6 +100,9 @@ def bench(n: int, repeats: int, budget_s: float, clock: str):
     cases["jaxcal ks_test (f32)"] = lambda: jaxcal.ks_test(s32, yj)
     cases["jaxcal calibration_tests (f32)"] = lambda: jaxcal.calibration_tests(s32, yj)
     cases["jaxcal calibration_tests (f64)"] = all_x64
+    cases["jaxcal calibration_tests, weights (f32)"] = lambda: jaxcal.calibration_tests(
+        s32, yj, weights=w32
+    )
     outputs: dict = {}
     times = time_interleaved(cases, repeats, budget_s, outputs=outputs, clock=clock)
 

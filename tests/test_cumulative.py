@@ -140,10 +140,13 @@ def test_heavy_ties_and_weights_match_the_oracle(weighted):
 
 def test_same_multiset_same_answer_whatever_the_order():
     s, y = _data(4, 300, grid=5, bias=-0.05)
-    w = np.random.default_rng(5).uniform(0.5, 2.0, 300).astype(np.float32)
+    # Integer weights (masks, counts): the group sums are exact, so bit for bit too.
+    w = np.random.default_rng(5).integers(0, 4, 300).astype(np.float32)
+    w_real = np.random.default_rng(5).uniform(0.5, 2.0, 300).astype(np.float32)
     s = s.astype(np.float32)
     base = jaxcal.calibration_tests(s, y)
     base_w = jaxcal.calibration_tests(s, y, weights=w)
+    base_real = jaxcal.calibration_tests(s, y, weights=w_real)
     base_path = jaxcal.cumulative_differences(s, y)
     mapie_ks = set()
     rng = np.random.default_rng(6)
@@ -163,6 +166,10 @@ def test_same_multiset_same_answer_whatever_the_order():
             assert_close(sp_got, sp_want, rtol=1e-5, atol=1e-5)
         for got, want in zip(jaxcal.cumulative_differences(s[p], y[p]), base_path, strict=True):
             np.testing.assert_array_equal(got, want)
+        # Other weights: group sums in input order, equal to float32 round-off.
+        r_real = jaxcal.calibration_tests(s[p], y[p], weights=w_real[p])
+        for a, b in zip(jax.tree.leaves(r_real), jax.tree.leaves(base_real), strict=True):
+            assert_close(a, b, rtol=1e-5, atol=1e-6)  # 300 float32 terms, Z near 0
         mapie_ks.add(mapie.kolmogorov_smirnov_statistic(y[p], s[p].astype(np.float64)))
     # The ties matter: MAPIE's jitter makes its statistic depend on the input order.
     assert len(mapie_ks) > 1
@@ -275,6 +282,18 @@ def test_vmap_over_a_batch_of_300_datasets():
             assert_close(a[i], b)
     paths = jax.vmap(jaxcal.cumulative_differences)(s, y.astype(jnp.int32))
     assert paths.differences.shape == (300, 201)
+    # Fixed-shape batches of datasets of different sizes: 0/1 weights mask the padding.
+    lengths = jnp.arange(300) % 150 + 50
+    mask = (jnp.arange(200)[None, :] < lengths[:, None]).astype(jnp.float32)
+    masked = jax.jit(jax.vmap(lambda a, b, m: jaxcal.calibration_tests(a, b, weights=m)))(
+        s, y.astype(jnp.int32), mask
+    )
+    for i in (0, 151, 299):
+        n = int(lengths[i])
+        ks, kuiper, z, *_ = oracle(np.asarray(s[i, :n]), np.asarray(y[i, :n]))
+        stats_i = [masked.ks.statistic[i], masked.kuiper.statistic[i]]
+        assert_close(np.array(stats_i), np.array([ks, kuiper]), rtol=2e-5, atol=0)
+        assert_close(masked.spiegelhalter.statistic[i], z, rtol=1e-4, atol=1e-5)
 
 
 def test_gradients_with_respect_to_scores_and_weights():
