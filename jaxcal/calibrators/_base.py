@@ -57,8 +57,10 @@ class FitInfo(NamedTuple):
       loss: the minimised objective at the returned parameters: the weighted mean negative
         log-likelihood, plus the penalty where the calibrator has one.
       grad_norm: the largest absolute gradient component at the returned parameters, with
-        respect to the optimised variables (for temperature scaling, d loss / d log T;
-        at a bound of T this need not be 0).
+        respect to the optimised variables: for temperature scaling d loss / d log T (at
+        a bound of T this need not be 0); for the affine and logistic calibrators the
+        coefficients of the features divided by their largest magnitude (so the figure
+        does not scale with the logits).
       n_iter: int32 number of optimiser iterations.
       converged: bool, the stopping test held before ``max_iter`` (see :func:`minimize`
         and :func:`jaxcal.calibrators.temperature_scaling`).
@@ -91,6 +93,11 @@ def check_solver_options(optimizer: Any, max_iter: Any, tol: Any) -> int:
     return max_iter
 
 
+#: Iterations in a row without a decrease of the loss at working precision before
+#: :func:`minimize` stops (float32 line searches can fail once and then recover).
+STALL_PATIENCE = 3
+
+
 def _max_abs(tree: Any) -> jax.Array:
     return jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in jax.tree.leaves(tree)]))
 
@@ -109,11 +116,12 @@ def minimize(
     the strong Wolfe conditions); its stored value and gradient are reused between
     iterations. Any ``optax.GradientTransformation`` is accepted (Adam, SGD, ...).
 
-    Stopping test (scipy L-BFGS-B's): the largest absolute gradient component is at most
-    ``tol``, or, for optimisers with a line search (which decrease ``fun`` monotonically),
-    an iteration decreased ``fun`` by at most ``2 eps max(|f|, 1)`` (eps of the dtype; the
-    loss cannot improve at working precision). A non-finite value ends the loop and keeps
-    the last finite iterate. ``max_iter`` iterations at most.
+    Stopping test (after scipy L-BFGS-B's): the largest absolute gradient component is at
+    most ``tol``, or, for optimisers with a line search (which decrease ``fun``
+    monotonically), ``STALL_PATIENCE`` iterations in a row decreased ``fun`` by at most
+    ``2 eps max(|f|, 1)`` each (eps of the dtype: the loss no longer improves at working
+    precision; both count as converged). A non-finite value ends the loop, keeps the last
+    finite iterate and reports ``converged=False``. ``max_iter`` iterations at most.
 
     Args:
       fun: scalar objective of a pytree of parameters (closing over the data).
@@ -142,11 +150,12 @@ def minimize(
         tol = 1e-10 if dtype == jnp.float64 else 1e-6
 
     def cond(carry):
-        _, _, _, grad, k, stop = carry
-        return (k < max_iter) & (stop == 0) & ~(_max_abs(grad) <= tol)
+        _, _, _, grad, k, stalls, bad = carry
+        done = (stalls >= STALL_PATIENCE) | bad | (_max_abs(grad) <= tol)
+        return (k < max_iter) & ~done
 
     def body(carry):
-        params, state, value, grad, k, _ = carry
+        params, state, value, grad, k, stalls, _ = carry
         with jax.numpy_dtype_promotion("standard"):
             updates, new_state = opt.update(
                 grad, state, params, value=value, grad=grad, value_fn=fun
@@ -159,9 +168,7 @@ def minimize(
         else:
             new_value, new_grad = jax.value_and_grad(fun)(new_params)
         finite = jnp.isfinite(new_value) & jnp.isfinite(_max_abs(new_grad))
-        stalled = value - new_value <= ftol * jnp.maximum(jnp.abs(value), 1)
-        # 1: the loss stalled at working precision (converged), 2: a non-finite value.
-        stop = jnp.where(finite, (stalled & reuse).astype(jnp.int32), 2)
+        stalled = reuse & (value - new_value <= ftol * jnp.maximum(jnp.abs(value), 1))
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)  # noqa: E731
         return (
             keep(new_params, params),
@@ -169,13 +176,15 @@ def minimize(
             jnp.where(finite, new_value, value),
             keep(new_grad, grad),
             k + 1,
-            stop,
+            jnp.where(stalled, stalls + 1, 0),
+            ~finite,
         )
 
-    carry = (init, state, value, grad, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
-    params, _, value, grad, k, stop = jax.lax.while_loop(cond, body, carry)
+    zero = jnp.zeros((), jnp.int32)
+    carry = (init, state, value, grad, zero, zero, jnp.zeros((), bool))
+    params, _, value, grad, k, stalls, bad = jax.lax.while_loop(cond, body, carry)
     gnorm = _max_abs(grad)
-    converged = (gnorm <= tol) | (stop == 1)
+    converged = ~bad & ((gnorm <= tol) | (stalls >= STALL_PATIENCE))
     return params, FitInfo(value, gnorm, k, converged)
 
 
