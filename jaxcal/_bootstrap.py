@@ -1,17 +1,23 @@
 """Consistency resampling and bootstrap intervals for any metric, vmapped and batched.
 
 Every resample r gets its own key ``jax.random.split(key, n_resamples)[r]``; everything
-drawn for it is a function of that key alone, so results do not depend on ``batch_size``.
+drawn for it (labels, indices) is a function of that key alone, so the draws do not
+depend on ``batch_size``. The results are then bitwise identical for any batch size
+for ece/mce (integer per-bin counts, see below) and up to last-bit float differences
+for other metrics (XLA may vectorise a metric's float reductions differently at another
+vmap width); p-values count values within 100 eps of the statistic as ties, as
+``scipy.stats.permutation_test`` does, so they do not see such differences.
 
 Random numbers. On XLA:CPU the cost of these procedures is the random numbers (10^8 of
 them for 1000 resamples of 10^5 labels), and ``jax.random`` is slow there: its
-Threefry-2x32 runs as a rolled loop over whole arrays (about 1.5 s for 10^8 words on
-this project's 2-core CPU) and the ``rbg``/``unsafe_rbg`` implementations call XLA's
-RngBitGenerator, which does not fuse (0.8 s). This module evaluates the *same*
-Threefry-2x32 function (20 rounds, Salmon et al. 2011; bit-identical to
+Threefry-2x32 runs as a rolled loop over whole arrays (``jax.random.bernoulli``: 1.0
+CPU-seconds for 10^8 labels on this project's CPU) and the ``rbg``/``unsafe_rbg``
+implementations call XLA's RngBitGenerator, which does not fuse (1.2-1.3 CPU-s; see
+``benchmarks/bench_bootstrap.py``). This module evaluates the *same* Threefry-2x32
+function (20 rounds, Salmon et al. 2011; bit-identical to
 ``jax.extend.random.threefry2x32_p``) unrolled in ``jnp`` operations, so that XLA fuses
 it with the comparison that turns the words into labels and vectorises the whole loop
-(0.08 CPU-seconds for the same 10^8 labels). Each Threefry block yields two 32-bit
+(0.21 CPU-s with one label per block, 0.10 CPU-s with two). Each Threefry block yields two 32-bit
 words and both are used: the stream of a resample with key ``k`` is word
 ``2j + w`` = word ``w`` of ``threefry2x32(key_data(k), (0, j))``, which is
 ``jax.random.bits(k, (n // 2,), jnp.uint64)`` read as big-endian pairs of 32-bit words.
@@ -384,21 +390,27 @@ def _binned_spec(metric: Any) -> tuple | None:
     return tuple(options[name] for name in _ECE_OPTIONS)
 
 
-def _binned_null(seeds, probs, spec, n_batches, batch):
-    """Null sample of ece/mce with options ``spec`` by per-bin counts (fast path)."""
+def _binned_null(seeds, probs, labels, spec, n_batches, batch):
+    """ece/mce with options ``spec`` from per-bin counts (fast path).
+
+    Returns ``(observed, null)``: the observed value and the null sample, both from the
+    same vmapped arithmetic, so that exact ties compare equal.
+    """
     n_bins, binning, norm, closed, debias = spec
-    scores, _, _ = _binary_scores(probs, jnp.zeros(probs.shape[0], jnp.int32))
-    _, base = _stats(scores, jnp.zeros(scores.shape, bool), None, n_bins, binning, closed)
+    scores, targets, _ = _binary_scores(probs, labels)
+    _, base = _stats(scores, targets, None, n_bins, binning, closed)
     _, bins = bin_edges_and_index(scores, n_bins, binning, closed, None)
     plan = _hit_plan(probs, bins, n_bins)
     hits = _map_batches(lambda s: _hit_counts(s, plan), seeds, n_batches, batch)
     dtype = base.weight.dtype
+    hits = jnp.concatenate([base.sum_target.reshape(1, -1), hits.astype(dtype)])
 
     def one(h):
-        stats = base._replace(sum_target=h.astype(dtype).reshape(base.sum_target.shape))
+        stats = base._replace(sum_target=h.reshape(base.sum_target.shape))
         return gap_norm(stats, jnp.ones(1, dtype), norm, debias)
 
-    return jax.vmap(one)(hits)
+    values = jax.vmap(one)(hits)
+    return values[0], values[1:]
 
 
 # --------------------------------------------------------------------------------------
@@ -487,7 +499,17 @@ def _check_metric(metric: Any) -> _Static:
 
 def _evaluate(metric, probs, labels, weights):
     """``metric(probs, labels[, weights=])`` as a 0-d float array (ValueError otherwise)."""
-    out = metric(probs, labels) if weights is None else metric(probs, labels, weights=weights)
+    if weights is None:
+        out = metric(probs, labels)
+    else:
+        try:
+            out = metric(probs, labels, weights=weights)
+        except TypeError as err:
+            if "weights" not in str(err):
+                raise
+            raise ValueError(
+                "`metric` must accept a `weights=` keyword when `weights` are given."
+            ) from err
     out = jnp.asarray(out)
     if out.shape != () or not jnp.issubdtype(out.dtype, jnp.floating):
         raise ValueError(
@@ -537,7 +559,8 @@ class ConsistencyTestResult(NamedTuple):
 
     Attributes:
       statistic: 0-d, the metric on the data.
-      p_value: 0-d, (1 + #{null >= statistic}) / (1 + n_resamples), in (0, 1].
+      p_value: 0-d, (1 + #{null >= statistic}) / (1 + n_resamples), in (0, 1]; values
+        within 100 eps (relative) of the statistic count as ties.
       null: ``(n_resamples,)`` the metric on each consistency resample.
     """
 
@@ -575,8 +598,10 @@ def _consistency_kernel(
             return jax.vmap(lambda p_, y_, w_: _evaluate(fn, p_, y_, w_))(p, y, w)
 
         null = _map_batches(batch_fn, seeds, n_batches, batch)
-    elif spec is not None:
-        null = _binned_null(seeds, probs, spec, n_batches, batch)
+    elif spec is not None:  # compare like with like: the fast path's observed value
+        observed, null = _binned_null(seeds, probs, labels, spec, n_batches, batch)
+        null = null.astype(statistic.dtype)
+        return ConsistencyTestResult(statistic, _p_value(null, observed), null)
     else:
         plan = _label_plan(probs)
 
@@ -617,11 +642,15 @@ def consistency_test(
 
     All resamples run as one vmapped computation, ``batch_size`` resamples at a time
     (``jax.lax.map`` over batches). Resample r uses only
-    ``jax.random.split(key, n_resamples)[r]``, so the result does not depend on
-    ``batch_size``. For :func:`jaxcal.ece` and :func:`jaxcal.mce` (or
+    ``jax.random.split(key, n_resamples)[r]``, so its labels do not depend on
+    ``batch_size`` (nor does the p-value; see the module notes on last-bit float
+    differences). For :func:`jaxcal.ece` and :func:`jaxcal.mce` (or
     ``functools.partial`` of them) with fixed predictions and no weights, the null is
     computed from per-bin counts of the resampled labels (see the module notes): the
-    same numbers, 5-10x faster. Any other metric is called on each resample.
+    same numbers to the last bit or two (the observed value is recomputed the same way
+    for the comparison, so exact ties stay ties), 3-6x faster (0.13 CPU-seconds for
+    1000 resamples at N = 10^5 on a 2-core CPU). Any other metric is called on each
+    resample.
 
     Args:
       metric: a callable ``metric(probs, labels, *, weights=None) -> 0-d array``: any
@@ -830,8 +859,8 @@ def bootstrap_ci(
       ``weights=``; z0 is kept finite (share clipped to [1/2R, 1 - 1/2R]).
 
     Indices are drawn from the Threefry stream of ``jax.random.split(key,
-    n_resamples)[r]`` by Lemire's multiply-shift map (see the module notes), so
-    results do not depend on ``batch_size``.
+    n_resamples)[r]`` by Lemire's multiply-shift map (see the module notes), so the
+    resamples do not depend on ``batch_size``.
 
     Args:
       metric: ``metric(probs, labels, *, weights=None) -> 0-d array`` (see

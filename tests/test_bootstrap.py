@@ -270,6 +270,15 @@ def test_ties_count_against_the_null():
     res = consistency_test(mean_prob, P, Y, key=KEY, n_resamples=R)
     assert float(res.p_value) == 1.0
     np.testing.assert_array_equal(res.null, np.full(R, float(res.statistic), np.float32))
+    # Certain predictions: every resample reproduces the data (fast path and generic).
+    certain = jnp.asarray(np.tile(np.array([0.0, 1.0], np.float32), 250))
+    for metric in (jaxcal.ece, lambda p, yy: jaxcal.ece(p, yy)):
+        res = consistency_test(metric, certain, certain.astype(jnp.int32), key=KEY, n_resamples=R)
+        assert float(res.p_value) == 1.0
+        wrong = consistency_test(
+            metric, certain, 1 - certain.astype(jnp.int32), key=KEY, n_resamples=R
+        )
+        assert float(wrong.p_value) == pytest.approx(1 / (R + 1))
 
 
 def test_p_values_small_under_clear_miscalibration():
@@ -409,6 +418,8 @@ def test_bad_inputs():
         bootstrap_ci(jaxcal.ece, P, Y, key=KEY, method="studentized")
     with pytest.raises(ValueError, match="weights="):
         bootstrap_ci(lambda p, y: jnp.mean(p), P, Y, key=KEY, method="bca")
+    with pytest.raises(ValueError, match="`metric` must accept a `weights=`"):
+        consistency_test(lambda p, y: jnp.mean(p), P, Y, key=KEY, weights=jnp.ones(N))
     with pytest.raises(ValueError, match="`probs_b`"):
         paired_bootstrap(jaxcal.ece, P, P[:-1], Y, key=KEY)
     with pytest.raises(ValueError, match="`probs_b`"):
