@@ -541,8 +541,6 @@ def compute_fit(model: Model, *, n_bins: int, n_folds: int, seed: int) -> dict:
     import jax.numpy as jnp
 
     n = model.probs.shape[0]
-    if n < 2 * n_folds:
-        raise InputError(f"{model.source}: --fit needs at least {2 * n_folds} samples; got {n}.")
     folds = np.empty(n, dtype=np.int32)
     folds[np.random.default_rng(seed).permutation(n)] = np.arange(n) % n_folds
     binary = model.probs.ndim == 1
@@ -893,6 +891,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(set(names)) < len(names):  # same stem in different folders
             models = [m._replace(name=f"{m.name}#{i + 1}") for i, m in enumerate(models)]
         fit = args.demo if args.fit is None else args.fit
+        for m in models if fit else ():
+            if m.probs.shape[0] < 2 * args.folds:
+                raise InputError(
+                    f"{m.source}: --fit with {args.folds} folds needs at least "
+                    f"{2 * args.folds} samples; got {m.probs.shape[0]}."
+                )
         settings = {
             "n_bins": args.bins,
             "resamples": args.resamples,

@@ -360,6 +360,7 @@ def _bad_files(tmp):
             "--plot must end in .png, .pdf or .svg",
         ),
         ([str(tmp / "ok.npz"), "--demo"], "give either FILE(s) or --demo"),
+        ([npz("tiny.npz", probs=p[:9], labels=y[:9]), "--fit"], "needs at least 10 samples"),
     ]
     return cases
 
