@@ -133,6 +133,13 @@ def minimize(
     Returns:
       ``(params, FitInfo)``.
 
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from jaxcal.calibrators import minimize
+      >>> x, info = minimize(lambda x: jnp.sum((x - 3.0) ** 2), jnp.zeros(2))
+      >>> [round(float(v), 4) for v in x], bool(info.converged)
+      ([3.0, 3.0], True)
+
     References:
       Nocedal & Wright (2006), "Numerical Optimization", Alg. 7.4-7.5 and 3.5-3.6;
       Byrd, Lu, Nocedal & Zhu (1995) for the L-BFGS-B stopping rules.

@@ -163,8 +163,7 @@ def _temperature_newton(z, labels, weights, bounds, max_iter, tol):
     """Safeguarded Newton on the inverse temperature beta = 1/T in [1/T_max, 1/T_min]."""
     dtype = z.dtype
     zy = jnp.take_along_axis(z, labels[:, None], axis=1)[:, 0]
-    wn = _normalised_weights(weights, z.shape[0], dtype)
-    zc = z  # rows are centred block by block inside the kernel
+    wn = _normalised_weights(weights, z.shape[0], dtype)  # rows are centred in the kernel
     lo = jnp.asarray(1 / bounds[1], dtype)
     hi = jnp.asarray(1 / bounds[0], dtype)
     xtol = jnp.asarray(np.sqrt(np.finfo(dtype).eps) if tol is None else tol, dtype)
@@ -182,7 +181,7 @@ def _temperature_newton(z, labels, weights, bounds, max_iter, tol):
         return (jnp.abs(step) <= xtol * beta) | (b - a <= xtol * beta) | (g == 0)
 
     beta0 = jnp.clip(jnp.asarray(1, dtype), lo, hi)
-    f0, g0, h0 = _nll_derivatives(beta0, zc, zy, wn)
+    f0, g0, h0 = _nll_derivatives(beta0, z, zy, wn)
     a0, b0, ak0, bk0 = bracket(beta0, g0, lo, hi, False, False)
     init = (
         beta0,
@@ -213,7 +212,7 @@ def _temperature_newton(z, labels, weights, bounds, max_iter, tol):
         to_b = curved & (newton >= b) & ~b_known
         to_a = curved & (newton <= a) & ~a_known
         cand = jnp.where(inside, newton, jnp.where(to_b, b, jnp.where(to_a, a, jnp.sqrt(a * b))))
-        f, g, h = _nll_derivatives(cand, zc, zy, wn)
+        f, g, h = _nll_derivatives(cand, z, zy, wn)
         a, b, a_known, b_known = bracket(cand, g, a, b, a_known, b_known)
         step = cand - beta
         return (cand, f, g, h, a, b, a_known, b_known, step, k + 1, is_done(cand, step, g, a, b))
