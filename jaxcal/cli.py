@@ -51,7 +51,7 @@ JSON schema (``"schema": "jaxcal.report/1"``)::
                "metrics": {NAME: {"value": float, "low": float or null,
                                   "high": float or null}},
                "tests": {NAME: {"statistic": float or null, "p_value": float,
-                                "log10_p_value": float}},
+                                "log10_p_value": float or null}},
                "fit": null or {"folds": int, "seed": int,
                                "temperature_inputs": "logits" | "log_probs",
                                "results": {CALIBRATOR: {"ece": float, "log_loss": float,
@@ -64,7 +64,8 @@ intervals); ``brier_reliability``, ``brier_resolution``, ``brier_uncertainty``,
 (binary only) without. Test NAMEs: ``ks``, ``kuiper``, ``spiegelhalter`` (two-sided),
 ``ece_consistency``. CALIBRATORs: ``uncalibrated``, ``temperature_scaling``, and
 ``top_label_platt``, ``top_label_isotonic`` (multiclass) or ``platt``, ``isotonic``
-(binary). Non-finite numbers are written as null.
+(binary). Non-finite numbers are written as null (an infinite statistic when sigma = 0,
+log10 of a p-value of 0). Binary ``accuracy`` predicts the positive class when p > 1/2.
 
 Errors in the input (missing keys, wrong shapes, pickles, non-numeric CSV cells, NaN,
 labels out of range, ...) are one line on stderr and exit code 2, never a traceback.
@@ -808,7 +809,7 @@ def _parser() -> argparse.ArgumentParser:
     rep = commands.add_parser(
         "report",
         help="print the calibration report of a predictions file",
-        description=__doc__.split("\n\n", 1)[1].split("JSON schema")[0],
+        description=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rep.add_argument(
