@@ -17,8 +17,8 @@ implementations call XLA's RngBitGenerator, which does not fuse (1.2-1.3 CPU-s; 
 function (20 rounds, Salmon et al. 2011; bit-identical to
 ``jax.extend.random.threefry2x32_p``) unrolled in ``jnp`` operations, so that XLA fuses
 it with the comparison that turns the words into labels and vectorises the whole loop
-(0.21 CPU-s with one label per block, 0.10 CPU-s with two). Each Threefry block yields two 32-bit
-words and both are used: the stream of a resample with key ``k`` is word
+(0.21 CPU-s with one label per block, 0.10 CPU-s with two). Each Threefry block yields
+two 32-bit words and both are used: the stream of a resample with key ``k`` is word
 ``2j + w`` = word ``w`` of ``threefry2x32(key_data(k), (0, j))``, which is
 ``jax.random.bits(k, (n // 2,), jnp.uint64)`` read as big-endian pairs of 32-bit words.
 (Keys of other implementations, e.g. ``rbg``, are first folded into a Threefry key; see
@@ -35,9 +35,10 @@ Pairing. The two words of a block go to two samples, taken in order of increasin
 (the probability of the positive class, or the top-label confidence): samples 2j and
 2j + 1 of that order share block j. Neighbours in score share a bin, so for the binned
 metrics (:func:`jaxcal.ece`, :func:`jaxcal.mce`) the per-bin counts of positive labels
-of a whole batch of resamples are one int8 matrix product, with no scatter (a fast path
-that returns exactly what calling the metric on the resampled labels returns; any other
-metric is vmapped over the resampled labels).
+of a whole batch of resamples are one int8 matrix product, with no scatter: a fast path
+that returns what calling the metric on the resampled labels returns (the same labels,
+so the same per-bin counts; the final float arithmetic may differ in the last bit). Any
+other metric is vmapped over the resampled labels.
 """
 
 from __future__ import annotations
@@ -65,9 +66,14 @@ from jaxcal._ece import _binary_scores, _stats, check_norm, ece, gap_norm, mce
 
 METHODS = ("percentile", "basic", "bca")
 
-#: With ``batch_size=None`` a batch holds about this many labels (n_resamples x N):
-#: 2**23 int32 labels are 32 MiB, and a metric's temporaries a few times that.
-AUTO_BATCH_LABELS = 2**23
+#: With ``batch_size=None`` a batch holds about this many labels (resamples x N): 2**20
+#: int32 labels are 4 MiB, a metric's temporaries a few times that. Small batches keep
+#: a metric's scatters in cache (ece at N = 1e5: 0.24 CPU-s per 1000 resamples in
+#: batches of 8, 0.45 in batches of 200).
+AUTO_BATCH_LABELS = 2**20
+
+#: The same for the ece/mce fast path, whose batches hold only int8 pair counts.
+AUTO_BATCH_LABELS_FAST = 2**23
 
 #: Up to this many classes a categorical draw compares the word with every threshold of
 #: the row; beyond it, a binary search over the row's cumulative thresholds.
@@ -444,22 +450,40 @@ def _check_batch_size(batch_size: Any) -> int | None:
     return None if batch_size is None else check_positive_int("batch_size", batch_size)
 
 
-def _batch_plan(n_resamples: int, batch_size: int | None, n: int) -> tuple[int, int]:
+def _batch_plan(
+    n_resamples: int, batch_size: int | None, n: int, auto: int = AUTO_BATCH_LABELS
+) -> tuple[int, int]:
     """(number of batches, batch) with batch <= batch_size, balanced to waste < n_batches."""
     if batch_size is None:
-        batch_size = max(1, AUTO_BATCH_LABELS // max(n, 1))
+        batch_size = max(1, auto // max(n, 1))
     batch = min(batch_size, n_resamples)
     n_batches = -(-n_resamples // batch)
     return n_batches, -(-n_resamples // n_batches)
 
 
-def _map_batches(fn, xs: jax.Array, n_batches: int, batch: int):
-    """``fn`` over ``xs`` ``(R, ...)`` in ``n_batches`` sequential batches of ``batch``."""
+def _map_batches(fn, xs: jax.Array, n_batches: int, batch: int, draw=None):
+    """``fn`` over ``xs`` ``(R, ...)`` in ``n_batches`` sequential batches of ``batch``.
+
+    With ``draw``, computes ``fn(draw(x))`` for each batch ``x``, where the draws (the
+    random labels or indices) of batch i + 1 are made in loop iteration i and carried:
+    a loop-carried value is a buffer, so XLA cannot fuse the (vectorised) Threefry of
+    the draws into the metric's scatters and gathers, where it would run one scalar
+    element at a time (3-4x slower). The last iteration's draw is wasted.
+    """
     r = xs.shape[0]
     pad = n_batches * batch - r
     if pad:  # the padding resamples are computed and dropped
         xs = jnp.concatenate([xs, jnp.zeros((pad, *xs.shape[1:]), xs.dtype)])
-    out = jax.lax.map(fn, xs.reshape(n_batches, batch, *xs.shape[1:]))
+    xs = xs.reshape(n_batches, batch, *xs.shape[1:])
+    if draw is None:
+        out = jax.lax.map(fn, xs)
+    else:
+
+        def step(drawn, x_next):
+            return draw(x_next), fn(drawn)
+
+        nexts = jnp.concatenate([xs[1:], xs[:1]])
+        _, out = jax.lax.scan(step, draw(xs[0]), nexts)
     return jax.tree.map(lambda x: x.reshape(n_batches * batch, *x.shape[2:])[:r], out)
 
 
@@ -583,21 +607,22 @@ def _consistency_kernel(
     if resample_predictions:
         seeds = _split_seeds(seeds)  # (R, 2, 2): indices, then labels
 
-        def batch_fn(s):  # s: (b, 2, 2)
+        def draw(s):  # s: (b, 2, 2) -> indices and labels (b, N)
             idx = _indices(s[:, 0], n)
-            p = probs[idx]
-            w = None if weights is None else weights[idx]
 
-            def draw(p_r, words_r):  # position k of the resample draws from word k
+            def labels_of(p_r, words_r):  # position k of the resample draws from word k
                 t = _threshold(p_r) if p_r.ndim == 1 else _class_thresholds(p_r)
                 return _draw(words_r[None], t)[0]
 
-            y = jax.vmap(draw)(p, _words(s[:, 1], n))
-            if w is None:
-                return jax.vmap(lambda p_, y_: _evaluate(fn, p_, y_, None))(p, y)
-            return jax.vmap(lambda p_, y_, w_: _evaluate(fn, p_, y_, w_))(p, y, w)
+            return idx, jax.vmap(labels_of)(probs[idx], _words(s[:, 1], n))
 
-        null = _map_batches(batch_fn, seeds, n_batches, batch)
+        def batch_fn(drawn):
+            idx, y = drawn
+            if weights is None:
+                return jax.vmap(lambda i, y_: _evaluate(fn, probs[i], y_, None))(idx, y)
+            return jax.vmap(lambda i, y_: _evaluate(fn, probs[i], y_, weights[i]))(idx, y)
+
+        null = _map_batches(batch_fn, seeds, n_batches, batch, draw)
     elif spec is not None:  # compare like with like: the fast path's observed value
         observed, null = _binned_null(seeds, probs, labels, spec, n_batches, batch)
         null = null.astype(statistic.dtype)
@@ -605,11 +630,11 @@ def _consistency_kernel(
     else:
         plan = _label_plan(probs)
 
-        def batch_fn(s):  # s: (b, 2)
-            y = _resampled_labels(s, plan)
+        def batch_fn(y):  # y: (b, N) resampled labels
             return jax.vmap(lambda y_: _evaluate(fn, probs, y_, weights))(y)
 
-        null = _map_batches(batch_fn, seeds, n_batches, batch)
+        draw = partial(_resampled_labels, plan=plan)
+        null = _map_batches(batch_fn, seeds, n_batches, batch, draw)
     null = null.astype(statistic.dtype)
     return ConsistencyTestResult(statistic, _p_value(null, statistic), null)
 
@@ -662,7 +687,8 @@ def consistency_test(
       key: a JAX PRNG key (``jax.random.key(0)``; any implementation).
       n_resamples: R >= 1.
       batch_size: resamples per batch; memory is about ``batch_size * N`` labels plus the
-        metric's temporaries for as many. ``None``: about 2**23 labels per batch.
+        metric's temporaries for as many. ``None``: about 2**20 labels per batch
+        (2**23 for the ece/mce fast path).
       resample_predictions: also resample the (prediction, weight) pairs with
         replacement before drawing the labels.
       weights: optional ``(N,)`` sample weights, passed to ``metric`` as ``weights=``
@@ -703,7 +729,8 @@ def consistency_test(
         check_binning(n_bins, binning, closed)
         check_norm(norm, debias)
         spec = (int(n_bins), binning, norm, closed, bool(debias))
-    n_batches, batch = _batch_plan(n_resamples, batch_size, probs.shape[0])
+    auto = AUTO_BATCH_LABELS if spec is None else AUTO_BATCH_LABELS_FAST
+    n_batches, batch = _batch_plan(n_resamples, batch_size, probs.shape[0], auto)
     return _consistency_kernel(
         static,
         probs,
@@ -816,13 +843,13 @@ def _bootstrap_kernel(
     n = probs.shape[0]
     seeds = _resample_seeds(key, n_resamples)
 
-    def batch_fn(s):
-        idx = _indices(s, n)
+    def batch_fn(idx):  # idx: (b, N) resampled indices
         if weights is None:
             return jax.vmap(lambda i: _evaluate(fn, probs[i], labels[i], None))(idx)
         return jax.vmap(lambda i: _evaluate(fn, probs[i], labels[i], weights[i]))(idx)
 
-    samples = _map_batches(batch_fn, seeds, n_batches, batch).astype(estimate.dtype)
+    draw = partial(_indices, n=n)
+    samples = _map_batches(batch_fn, seeds, n_batches, batch, draw).astype(estimate.dtype)
     influence = _influence(fn, probs, labels, weights) if method == "bca" else None
     low, high = _interval(estimate, samples, confidence, method, influence)
     return BootstrapResult(estimate, low, high, samples)
@@ -872,7 +899,7 @@ def bootstrap_ci(
       confidence: level in (0, 1).
       method: ``"percentile"``, ``"basic"`` or ``"bca"``.
       batch_size: resamples per batch (memory ~ ``batch_size * N`` samples); ``None``:
-        about 2**23 samples per batch.
+        about 2**20 samples per batch.
       weights: optional ``(N,)`` sample weights, resampled with their samples.
 
     Returns:
@@ -932,15 +959,15 @@ def _paired_kernel(
     n = labels.shape[0]
     seeds = _resample_seeds(key, n_resamples)
 
-    def batch_fn(s):
-        idx = _indices(s, n)
+    def batch_fn(idx):  # idx: (b, N) resampled indices
         return jax.vmap(
             lambda i: diff(
                 probs_a[i], probs_b[i], labels[i], None if weights is None else weights[i]
             )
         )(idx)
 
-    samples = _map_batches(batch_fn, seeds, n_batches, batch).astype(difference.dtype)
+    draw = partial(_indices, n=n)
+    samples = _map_batches(batch_fn, seeds, n_batches, batch, draw).astype(difference.dtype)
     influence = None
     if method == "bca":
         influence = _influence(

@@ -24,6 +24,7 @@ import numpy as np
 
 from jaxcal._binning import bin_edges_and_index, check_binning
 from jaxcal._bootstrap import (
+    AUTO_BATCH_LABELS_FAST,
     _batch_plan,
     _check_batch_size,
     _check_confidence,
@@ -408,7 +409,7 @@ def consistency_bands(
     batch_size = _check_batch_size(batch_size)
     probs = check_probs(probs)
     key = _check_key(key)
-    n_batches, batch = _batch_plan(n_resamples, batch_size, probs.shape[0])
+    n_batches, batch = _batch_plan(n_resamples, batch_size, probs.shape[0], AUTO_BATCH_LABELS_FAST)
     return _bands_kernel(
         probs, key, n_resamples, confidence, n_bins, binning, closed, n_batches, batch
     )
