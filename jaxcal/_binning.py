@@ -217,10 +217,18 @@ def _pairwise_sum(x: jax.Array) -> jax.Array:
 
 
 def _block_ids(segment_ids: jax.Array, num_segments: int) -> tuple[jax.Array, int]:
-    """``block * S + segment`` for blocks of ``_BLOCK`` consecutive samples."""
+    """Flat ``block * S + segment`` for blocks of ``_BLOCK`` consecutive rows.
+
+    ``(N, K)`` ids are blocked by row, not by flat position: each row sends its K entries
+    to distinct segments (``class * M + bin``), so a segment still takes at most
+    ``_BLOCK`` values per block while the partial sums stay ``N / _BLOCK x S`` (blocking
+    the N * K flat entries would multiply them by K).
+    """
     n = segment_ids.shape[0]
     n_blocks = max(1, -(-n // _BLOCK))
-    return (jnp.arange(n, dtype=jnp.int32) // _BLOCK) * num_segments + segment_ids, n_blocks
+    block = jnp.arange(n, dtype=jnp.int32) // _BLOCK
+    block = block.reshape((n,) + (1,) * (segment_ids.ndim - 1))
+    return (block * num_segments + segment_ids).reshape(-1), n_blocks
 
 
 def _block_sums(values: jax.Array, ids: jax.Array, n_blocks: int, num_segments: int) -> jax.Array:
@@ -249,11 +257,12 @@ def segment_stats(
     float32 scores in one bin keep their mean to float32 resolution.
 
     Args:
-      segment_ids: ``(N,)`` int32 in ``[0, num_segments)`` (bin, or class * M + bin).
-      scores: ``(N,)`` floats (accumulated in at least float32).
-      targets: ``(N,)`` binary targets (bool or 0/1).
+      segment_ids: ``(N,)`` int32 in ``[0, num_segments)`` (bin, or class * M + bin), or
+        ``(N, K)`` when each row sends its K entries to distinct segments (classwise).
+      scores: floats of the shape of ``segment_ids`` (accumulated in at least float32).
+      targets: binary targets (bool or 0/1) of that shape.
       num_segments: S.
-      weights: optional ``(N,)`` non-negative weights; zero-weight samples are absent.
+      weights: optional ``(N,)`` non-negative row weights; zero-weight rows are absent.
       offsets: optional reference score of each segment (default 0): an ``(S,)`` array,
         or a function of the segment ids (e.g. :func:`uniform_centres`), which avoids a
         gather.
@@ -273,6 +282,9 @@ def segment_stats(
         s = s - segment_offsets[segment_ids]
     y = targets.astype(jnp.int32)
     ids, n_blocks = _block_ids(segment_ids, num_segments)
+    s, y = s.reshape(-1), y.reshape(-1)
+    if weights is not None and segment_ids.ndim == 2:
+        weights = jnp.repeat(weights, segment_ids.shape[1])
     if weights is None:
         packed = _block_sums(1 + (y << 16), ids, n_blocks, num_segments)
         count = jnp.sum(packed & 0xFFFF, axis=0)

@@ -49,7 +49,10 @@ def _float_summary(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.A
 
 
 def _host_summary(x: jax.Array) -> tuple[float, float, float, float]:
-    return tuple(float(v) for v in jax.device_get(_float_summary(x)))
+    # Concrete arrays captured inside an outer trace (a constant under jit, scan): evaluate
+    # now rather than stage the summary into the trace.
+    with jax.ensure_compile_time_eval():
+        return tuple(float(v) for v in jax.device_get(_float_summary(x)))
 
 
 @jax.jit
@@ -155,7 +158,8 @@ def check_labels(labels: Any, n: int, num_classes: int | None, name: str = "labe
         raise ValueError(f"`{name}` must have an integer or bool dtype; got {arr.dtype}.")
     arr = arr.astype(jnp.int32)
     if num_classes is not None and is_concrete(arr) and n > 0:
-        lo, hi = (int(v) for v in _int_range(arr))
+        with jax.ensure_compile_time_eval():
+            lo, hi = (int(v) for v in _int_range(arr))
         if lo < 0 or hi >= num_classes:
             bad = lo if lo < 0 else hi
             raise ValueError(

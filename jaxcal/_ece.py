@@ -188,17 +188,9 @@ def mce(probs: Any, labels: Any, **kwargs: Any) -> jax.Array:
 def _classwise_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
     n, k = probs.shape
     targets = labels[:, None] == jnp.arange(k, dtype=jnp.int32)[None, :]
-    if binning == "uniform":
-        _, stats = _stats(
-            probs.reshape(-1),
-            targets.reshape(-1),
-            None if weights is None else jnp.repeat(weights, k),
-            n_bins,
-            binning,
-            closed,
-            jnp.tile(jnp.arange(k, dtype=jnp.int32), n),
-            k,
-        )
+    if binning == "uniform":  # (N, K) segment ids class * M + bin, blocked by row
+        classes = jnp.broadcast_to(jnp.arange(k, dtype=jnp.int32)[None, :], (n, k))
+        _, stats = _stats(probs, targets, weights, n_bins, binning, closed, classes, k)
     else:  # quantile edges are per class: bin each column by its own quantiles
         per_class = jax.vmap(
             lambda s, t: _stats(s, t, weights, n_bins, binning, closed)[1], in_axes=(1, 1)

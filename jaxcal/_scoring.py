@@ -120,8 +120,14 @@ class BrierDecomposition(NamedTuple):
 
 
 def _binary_decomposition(f, o, weights, n_bins, binning, closed):
-    """The six terms for one binary problem: forecasts ``f`` and outcomes ``o`` ``(N,)``."""
+    """The six terms for one binary problem: forecasts ``f`` and outcomes ``o`` ``(N,)``.
+
+    ``f`` keeps the input dtype for binning (edges rounded to it, as :func:`ece` bins) and
+    is upcast for the arithmetic.
+    """
     edges, bins = bin_edges_and_index(f, n_bins, binning, closed, weights)
+    f = _upcast(f)
+    o = o.astype(f.dtype)
     stats = segment_stats(bins, f, o, n_bins, weights, bin_centres(edges))
     w = jnp.ones_like(f) if weights is None else weights.astype(f.dtype)
     total = jnp.sum(w)
@@ -148,7 +154,7 @@ def _binary_decomposition(f, o, weights, n_bins, binning, closed):
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "closed"))
 def _decomposition_kernel(probs, labels, weights, n_bins, binning, closed):
-    p, o = _one_hot_targets(_upcast(probs), labels)
+    p, o = _one_hot_targets(probs, labels)
     terms = jax.vmap(
         lambda f, t: _binary_decomposition(f, t, weights, n_bins, binning, closed),
         in_axes=(1, 1),
