@@ -15,8 +15,8 @@ recompute the ECE each time. Contenders, timed side by side in one run:
   ``jaxcal.ece`` call per resample.
 * ``loop over MAPIE``: a Python loop over ``mapie.metrics.calibration.
   expected_calibration_error`` with NumPy labels (the status quo).
-* ``NumPy vectorised``: bins computed once, labels for 100 resamples at a time from
-  ``Generator.random(dtype=float32) < p``, per-bin counts by a float32 BLAS product.
+* ``NumPy vectorised``: samples sorted by bin once, labels for 100 resamples at a time
+  from ``Generator.random(dtype=float32) < p``, per-bin counts by ``np.add.reduceat``.
 * ``uncertainty-calibration`` (Kumar et al.) when installed (``import calibration``).
 
 The two loops are timed over a few iterations and scaled to R (the table says how many).
@@ -76,25 +76,33 @@ def _data(n, seed=0):
 
 
 def _numpy_consistency(p, y, r, rng, batch=100):
-    """Vectorised NumPy consistency test of the binary ECE (right-closed uniform bins)."""
+    """Vectorised NumPy consistency test of the binary ECE (right-closed uniform bins).
+
+    Samples are sorted by bin once; labels for ``batch`` resamples at a time come from
+    ``Generator.random(dtype=float32) < p`` and their per-bin counts from one
+    ``np.add.reduceat`` over the contiguous bins (2.3x faster here than a float32 BLAS
+    product with a one-hot matrix).
+    """
     n = p.shape[0]
     bins = np.clip(np.ceil(p.astype(np.float64) * N_BINS).astype(np.int64) - 1, 0, N_BINS - 1)
-    onehot = np.zeros((n, N_BINS), np.float32)
-    onehot[np.arange(n), bins] = 1
-    count = onehot.sum(axis=0)
-    conf = np.divide(p @ onehot, count, out=np.zeros(N_BINS, np.float32), where=count > 0)
-    share = count / n
+    order = np.argsort(bins, kind="stable")
+    p_sorted, y_sorted, b_sorted = p[order], y[order], bins[order]
+    count = np.bincount(bins, minlength=N_BINS).astype(np.float64)
+    present = np.flatnonzero(count)  # reduceat needs the starts of non-empty bins
+    starts = np.searchsorted(b_sorted, present)
+    conf = np.bincount(bins, weights=p, minlength=N_BINS)[present] / count[present]
+    share = count[present] / n
 
     def ece(hits):
-        acc = np.divide(hits, count, out=np.zeros_like(hits), where=count > 0)
-        return np.abs(acc - conf) @ share
+        return np.abs(hits / count[present] - conf) @ share
 
-    observed = ece(y.astype(np.float32) @ onehot)
+    observed = ece(np.add.reduceat(y_sorted, starts).astype(np.float64))
     null = np.empty(r)
     for start in range(0, r, batch):
         b = min(batch, r - start)
-        labels = (rng.random((b, n), dtype=np.float32) < p).astype(np.float32)
-        null[start : start + b] = ece(labels @ onehot)
+        labels = rng.random((b, n), dtype=np.float32) < p_sorted
+        hits = np.add.reduceat(labels.view(np.uint8), starts, axis=1, dtype=np.int32)
+        null[start : start + b] = ece(hits)
     return observed, (1 + np.sum(null >= observed)) / (1 + r)
 
 
@@ -171,7 +179,7 @@ def bench_consistency(n, r, quick, rows):
     np_fn = lambda: _numpy_consistency(p_np, y_np, r, rng)  # noqa: E731
     np_fn()
     med, mn, cpu = _timed(np_fn, max(2, reps // 2))
-    results["NumPy vectorised (float32 uniforms, BLAS counts)"] = (med, mn, cpu, None, "")
+    results["NumPy vectorised (float32 uniforms, reduceat counts)"] = (med, mn, cpu, None, "")
 
     try:
         import calibration as uc  # uncertainty-calibration (Kumar et al. 2019)
@@ -309,7 +317,7 @@ def main(argv=None):
     by = {name: (med, cpu) for name, n, med, _, cpu, _, _, _ in rows if n == big and med}
     ours = by["jaxcal consistency_test (ece fast path)"]
     mapie = by.get("Python loop over MAPIE ECE")
-    numpy_ = by["NumPy vectorised (float32 uniforms, BLAS counts)"]
+    numpy_ = by["NumPy vectorised (float32 uniforms, reduceat counts)"]
     print(f"\nTargets at N = {big:,} (wall median; CPU seconds in brackets):")
     print(f"- jaxcal {ours[0]:.3f} s [{ours[1]:.3f}] (target <= 0.3 s)")
     if mapie:
