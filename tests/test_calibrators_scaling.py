@@ -137,6 +137,18 @@ def test_temperature_degenerate_data():
     assert float(flat.temperature) == 1.0
 
 
+def test_temperature_respects_bounds():
+    logits, labels = _data(19, scale=3.0)  # optimum near T = 3
+    narrow = cal.temperature_scaling(bounds=(0.5, 2.0))
+    params = narrow.fit(logits, labels)
+    t_ref, nll_ref = ref.temperature_scipy(logits, labels, bounds=(0.5, 2.0))
+    assert float(params.temperature) == pytest.approx(2.0, rel=1e-6)
+    assert_close(t_ref, 2.0, rtol=1e-4)
+    assert ref.temperature_nll(float(params.temperature), logits, labels) - nll_ref <= 1e-5
+    assert bool(params.info.converged)
+    assert float(params.info.grad_norm) > 0.01  # a bound optimum: the gradient is not 0
+
+
 def test_temperature_with_optax_optimizer_matches_newton():
     logits, labels = _data(13)
     newton = TEMP.fit(logits, labels)
