@@ -156,15 +156,18 @@ def soft_membership(scores: jax.Array, n_bins: int, temperature: Any) -> jax.Arr
     return (e / jnp.ones(n_bins, s.dtype).dot(e)[None, :]).T
 
 
-# Samples per chunk: the (M, chunk) intermediates stay in cache (2 MB at M = 15). Beyond
+# Samples per chunk: the (M, chunk) intermediates stay in cache (4 MB at M = 15). Beyond
 # one chunk the sums run over chunks (``lax.map``), so memory is O(M * chunk), not O(M N).
-_CHUNK = 32768
+_CHUNK = 65536
 
 
 def _chunks(x: jax.Array, chunk: int) -> jax.Array:
-    """``(N,)`` -> ``(ceil(N / chunk), chunk)``, zero-padded (zero weight: no contribution)."""
+    """``(N,)`` -> ``(k, size)`` with k = ceil(N / chunk) equal chunks, zero-padded at the end
+    (zero weight: no contribution); equal sizes keep the padding below 128 per chunk."""
     k = -(-x.shape[0] // chunk)
-    return jnp.pad(x, (0, k * chunk - x.shape[0])).reshape(k, chunk)
+    size = -(-x.shape[0] // k)
+    size = -(-size // 128) * 128
+    return jnp.pad(x, (0, k * size - x.shape[0])).reshape(k, size)
 
 
 def _map_chunks(fn, n: int, *arrays: jax.Array):
@@ -310,9 +313,13 @@ def soft_ece(
     SB-ECE tends to :func:`jaxcal.ece` (same ``n_bins``, same norm) for scores away from
     the bin edges; as T -> infinity it tends to ``|sum_i w_i (y_i - s_i)| / W``.
 
-    Memory is O(N M); the gradient is finite everywhere, including scores of exactly 0
-    or 1 and bins with no mass (their gap is bounded by 1 and weighted by their mass).
-    ``temperature`` is traced, not static: changing it does not recompile.
+    The (M, N) memberships are formed 65,536 samples at a time, so memory is
+    O(N + M * 65536), and derivatives (with respect to ``probs``, ``weights`` and
+    ``temperature``, forward or reverse mode) come from a closed-form rule costing about
+    one more pass, not from autodiff through the (M, N) graph. The gradient is finite
+    everywhere, including scores of exactly 0 or 1 and bins with no mass (their gap is
+    bounded by 1 and weighted by their mass). ``temperature`` is traced, not static:
+    changing it does not recompile.
 
     Args:
       probs: ``(N,)`` positive-class probabilities or ``(N, K)`` rows on the simplex.
@@ -370,8 +377,8 @@ def laplace_quadratic_form(x: jax.Array, a: jax.Array, bandwidth: jax.Array) -> 
     For x in [0, 1] (up to round-off) and h >= 1e-3. The Laplacian kernel factorises:
     over x sorted ascending, ``L_i = sum_{j <= i} a_j exp(-(x_i - x_j) / h)`` is a prefix
     sum of ``a_j exp(x_j / h)`` rescaled by ``exp(-x_i / h)``, and the double sum is
-    ``sum_i a_i (2 L_i - a_i)``. So that no factor overflows whatever h, [0, 1] is cut
-    into G = 128 segments: each prefix sum is rescaled at its segment's right edge (all
+    ``sum_i a_i (2 L_i - a_i)``. So that no factor overflows, [0, 1] is cut into
+    G = 128 segments: each prefix sum is rescaled at its segment's right edge (all
     factors in [exp(-1/(G h)), 1]), and the segments' totals are carried forward by an
     exact (G, G) lower-triangular kernel product. This replaces the (N, N) kernel matrix
     (or its blocks) of the reference implementation; it is exact up to round-off.
@@ -456,6 +463,9 @@ def mmce(
 
     Returns:
       0-d array. Zero total weight gives 0.
+
+    Validation runs only on concrete inputs; under ``jit``/``vmap``/``grad`` the value
+    checks are skipped and the kernel trusts its input.
 
     Example:
       >>> import jax.numpy as jnp
@@ -583,7 +593,9 @@ def smooth_ece(
     does (its ``eps=0.001`` floor; the answer is clamped to that interval), and the
     result is ``smECE_{sigma*}``. relplot stops its bisection after 10 halvings and
     reports the value at the upper end; here it runs to float precision, so the two agree
-    to about 1e-3 times the slope of smECE_sigma in sigma.
+    to about 1e-3 times the slope of smECE_sigma in sigma. (relplot also truncates its
+    kernel at +-0.5 and keeps one mirror image per side, which shows for sigma above
+    ~0.15; here all images are summed.)
 
     Numerics: residuals are assigned to a grid of 4097 nodes by linear interpolation and
     smoothed exactly in the cosine basis of the reflected kernel (two FFTs of length
@@ -600,6 +612,9 @@ def smooth_ece(
 
     Returns:
       0-d array. Zero total weight gives 0.
+
+    Validation runs only on concrete inputs; under ``jit``/``vmap``/``grad`` the value
+    checks are skipped and the kernel trusts its input.
 
     Example:
       >>> import jax.numpy as jnp
