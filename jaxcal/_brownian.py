@@ -128,6 +128,48 @@ def _tail_limits(x, is_huge, sf, log_sf, log_factor):
 # ---------------------------------------------------------------- maximum of |B|
 
 
+def _law_parts(x, switch, theta_cdf, tail, factor):
+    """Both series of one law, each where it converges fast, and the limits at 0 and inf.
+
+    Returns ``(is_small, cdf from the theta series, SF and log SF from the tail series)``;
+    ``factor`` is the tail series' leading constant (4 for max|B|, 8 for the range).
+    """
+    small, large, is_small, is_zero, is_huge = _split(x, switch)
+    cdf_small = jnp.where(is_zero, 0, theta_cdf(small))
+    sf_large, log_sf_large = tail(large)
+    log_factor = jnp.log(jnp.asarray(factor, x.dtype))
+    sf_large, log_sf_large = _tail_limits(x, is_huge, sf_large, log_sf_large, log_factor)
+    return is_small, cdf_small, sf_large, log_sf_large
+
+
+def _law_kernels(parts, name):
+    """The unchecked ``(cdf, sf, log_sf)`` kernels of a law given its ``parts`` function.
+
+    The CDF is read from the theta series and the SF from the tail series, each on its own
+    side of the switch; the other side is 1 minus the other series, which is accurate there.
+    """
+
+    def cdf(x: jax.Array) -> jax.Array:
+        is_small, cdf_small, sf_large, _ = parts(x)
+        return jnp.where(is_small, cdf_small, 1 - sf_large)
+
+    def sf(x: jax.Array) -> jax.Array:
+        is_small, cdf_small, sf_large, _ = parts(x)
+        return jnp.where(is_small, 1 - cdf_small, sf_large)
+
+    def log_sf(x: jax.Array) -> jax.Array:
+        is_small, cdf_small, _, log_sf_large = parts(x)
+        return jnp.where(is_small, jnp.log1p(-cdf_small), log_sf_large)
+
+    for kernel, public in (
+        (cdf, f"brownian_{name}_cdf"),
+        (sf, f"brownian_{name}_sf"),
+        (log_sf, f"log_brownian_{name}_sf"),
+    ):
+        kernel.__doc__ = f"Unchecked kernel of :func:`{public}` (float array in)."
+    return jax.jit(cdf), jax.jit(sf), jax.jit(log_sf)
+
+
 def _max_theta_cdf(x: jax.Array) -> jax.Array:
     dtype = x.dtype
     c = jnp.asarray(math.pi**2 / 2, dtype) / (x * x)
@@ -149,33 +191,10 @@ def _max_tail(x: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def _max_parts(x):
-    small, large, is_small, is_zero, is_huge = _split(x, _MAX_SWITCH)
-    cdf_small = jnp.where(is_zero, 0, _max_theta_cdf(small))
-    sf_large, log_sf_large = _max_tail(large)
-    log_factor = jnp.log(jnp.asarray(4.0, x.dtype))
-    sf_large, log_sf_large = _tail_limits(x, is_huge, sf_large, log_sf_large, log_factor)
-    return is_small, cdf_small, sf_large, log_sf_large
+    return _law_parts(x, _MAX_SWITCH, _max_theta_cdf, _max_tail, 4.0)
 
 
-@jax.jit
-def max_cdf(x: jax.Array) -> jax.Array:
-    """Unchecked kernel of :func:`brownian_max_cdf` (float array in)."""
-    is_small, cdf_small, sf_large, _ = _max_parts(x)
-    return jnp.where(is_small, cdf_small, 1 - sf_large)
-
-
-@jax.jit
-def max_sf(x: jax.Array) -> jax.Array:
-    """Unchecked kernel of :func:`brownian_max_sf` (float array in)."""
-    is_small, cdf_small, sf_large, _ = _max_parts(x)
-    return jnp.where(is_small, 1 - cdf_small, sf_large)
-
-
-@jax.jit
-def log_max_sf(x: jax.Array) -> jax.Array:
-    """Unchecked kernel of :func:`log_brownian_max_sf` (float array in)."""
-    is_small, cdf_small, _, log_sf_large = _max_parts(x)
-    return jnp.where(is_small, jnp.log1p(-cdf_small), log_sf_large)
+max_cdf, max_sf, log_max_sf = _law_kernels(_max_parts, "max")
 
 
 def brownian_max_cdf(x: Any) -> jax.Array:
@@ -277,33 +296,10 @@ def _range_tail(x: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def _range_parts(x):
-    small, large, is_small, is_zero, is_huge = _split(x, _RANGE_SWITCH)
-    cdf_small = jnp.where(is_zero, 0, _range_theta_cdf(small))
-    sf_large, log_sf_large = _range_tail(large)
-    log_factor = jnp.log(jnp.asarray(8.0, x.dtype))
-    sf_large, log_sf_large = _tail_limits(x, is_huge, sf_large, log_sf_large, log_factor)
-    return is_small, cdf_small, sf_large, log_sf_large
+    return _law_parts(x, _RANGE_SWITCH, _range_theta_cdf, _range_tail, 8.0)
 
 
-@jax.jit
-def range_cdf(x: jax.Array) -> jax.Array:
-    """Unchecked kernel of :func:`brownian_range_cdf` (float array in)."""
-    is_small, cdf_small, sf_large, _ = _range_parts(x)
-    return jnp.where(is_small, cdf_small, 1 - sf_large)
-
-
-@jax.jit
-def range_sf(x: jax.Array) -> jax.Array:
-    """Unchecked kernel of :func:`brownian_range_sf` (float array in)."""
-    is_small, cdf_small, sf_large, _ = _range_parts(x)
-    return jnp.where(is_small, 1 - cdf_small, sf_large)
-
-
-@jax.jit
-def log_range_sf(x: jax.Array) -> jax.Array:
-    """Unchecked kernel of :func:`log_brownian_range_sf` (float array in)."""
-    is_small, cdf_small, _, log_sf_large = _range_parts(x)
-    return jnp.where(is_small, jnp.log1p(-cdf_small), log_sf_large)
+range_cdf, range_sf, log_range_sf = _law_kernels(_range_parts, "range")
 
 
 def brownian_range_cdf(x: Any) -> jax.Array:
