@@ -12,9 +12,9 @@ Conventions (DESIGN.md):
   edges, so equal scores always share a bin; with N distinct scores and M bins each bin
   holds N/M of them when M divides N.
 
-Per-bin sums are accumulated in blocks of ``_BLOCK`` samples, then added across blocks by
-a pairwise tree, so float32 sums stay accurate far beyond 2**24 samples; sample counts are
-int32 and exact.
+Per-bin sums (:func:`bin_sums`) are accumulated in blocks of ``BLOCK`` samples, then
+added across blocks by a radix-32 tree (:mod:`jaxcal._numerics`), so float32 sums stay
+accurate far beyond 2**24 samples; sample counts are int32 and exact.
 """
 
 from __future__ import annotations
@@ -26,14 +26,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._checks import check_option, check_positive_int, compute_dtype
+from jaxcal._checks import check_option, check_positive_int
+from jaxcal._numerics import block_partial_sums, block_segment_ids, compute_dtype, tree_sum
 
 BINNINGS = ("uniform", "quantile")
 CLOSED = ("right", "left")
-
-# Samples per block of float partial sums; small enough that a partial sum of values in
-# [0, 1] keeps ~1e-5 relative accuracy in float32 whatever the data.
-_BLOCK = 256
 
 # Up to this many bins, counting the edges below a score (M - 1 fused compares) is faster
 # than floor-and-correct with two gathers from the edge table (0.6 versus 1.2 ms at 1e6).
@@ -54,6 +51,24 @@ class BinStats(NamedTuple):
     weight: jax.Array
     sum_score: jax.Array
     sum_target: jax.Array
+
+
+class BinMoments(NamedTuple):
+    """Within-segment moments of the deviations ``d = score - offset``, each ``(S,)``.
+
+    With the offset a bin's centre, ``|d| <= 1 / (2M)``, and the within-bin variance
+    ``sum d^2 - (sum d)^2 / W`` keeps float32's relative precision (the unshifted
+    ``sum s^2 - (sum s)^2 / W`` cancels catastrophically; see :func:`bin_sums`).
+
+    Attributes:
+      sum_dev: weighted sum of ``d``.
+      sum_dev_sq: weighted sum of ``d^2``.
+      sum_dev_target: weighted sum of ``d * target``.
+    """
+
+    sum_dev: jax.Array
+    sum_dev_sq: jax.Array
+    sum_dev_target: jax.Array
 
 
 def check_binning(n_bins: int, binning: str, closed: str) -> int:
@@ -195,7 +210,7 @@ def bin_centres(edges: jax.Array, n_groups: int = 1) -> jax.Array:
 
 
 def uniform_centres(n_bins: int) -> Callable[[jax.Array], jax.Array]:
-    """Offsets for :func:`segment_stats` with ``class * M + bin`` ids: ``(bin + 1/2) / M``.
+    """Offsets for :func:`bin_sums` with ``class * M + bin`` ids: ``(bin + 1/2) / M``.
 
     Computed from the segment id by arithmetic (no gather); the same function gives the
     per-sample shift and the per-segment add-back, so the two agree bit for bit.
@@ -207,68 +222,48 @@ def uniform_centres(n_bins: int) -> Callable[[jax.Array], jax.Array]:
     return centre
 
 
-def _pairwise_sum(x: jax.Array) -> jax.Array:
-    """Sum over axis 0 by a balanced tree: error grows like log(n), not n."""
-    while x.shape[0] > 1:
-        if x.shape[0] % 2:
-            x = jnp.concatenate([x, jnp.zeros_like(x[:1])])
-        x = x[0::2] + x[1::2]
-    return x[0]
-
-
-def _block_ids(segment_ids: jax.Array, num_segments: int) -> tuple[jax.Array, int]:
-    """Flat ``block * S + segment`` for blocks of ``_BLOCK`` consecutive rows.
-
-    ``(N, K)`` ids are blocked by row, not by flat position: each row sends its K entries
-    to distinct segments (``class * M + bin``), so a segment still takes at most
-    ``_BLOCK`` values per block while the partial sums stay ``N / _BLOCK x S`` (blocking
-    the N * K flat entries would multiply them by K).
-    """
-    n = segment_ids.shape[0]
-    n_blocks = max(1, -(-n // _BLOCK))
-    block = jnp.arange(n, dtype=jnp.int32) // _BLOCK
-    block = block.reshape((n,) + (1,) * (segment_ids.ndim - 1))
-    return (block * num_segments + segment_ids).reshape(-1), n_blocks
-
-
-def _block_sums(values: jax.Array, ids: jax.Array, n_blocks: int, num_segments: int) -> jax.Array:
-    """Per-(block, segment) sums of ``values`` ``(N,)``, shape ``(n_blocks, S)``."""
-    return jax.ops.segment_sum(
-        values, ids, n_blocks * num_segments, mode="promise_in_bounds"
-    ).reshape(n_blocks, num_segments)
-
-
-def segment_stats(
+def bin_sums(
     segment_ids: jax.Array,
     scores: jax.Array,
     targets: jax.Array,
     num_segments: int,
     weights: jax.Array | None = None,
     offsets: jax.Array | Callable[[jax.Array], jax.Array] | None = None,
-) -> BinStats:
-    """Per-segment sums of samples, binary targets and scores.
+    moments: bool = False,
+) -> BinStats | tuple[BinStats, BinMoments]:
+    """Per-segment sums of samples, weights, scores and binary targets (and moments).
 
-    Sums run in blocks of ``_BLOCK`` samples (one scatter per quantity, sharing one index)
-    and the blocks are added by a radix tree: float32 stays accurate for any N and counts
-    are exact int32. Without weights, count and hits travel packed in one int32 scatter
-    (``1 + (target << 16)``; a block never holds more than 256 of either). Scores are
-    summed as deviations from a per-segment ``offsets`` value (e.g. the bin's centre), then
-    ``offset * weight`` is added back: the partial sums stay small, so 2e7 identical
-    float32 scores in one bin keep their mean to float32 resolution.
+    The one per-bin summing kernel of jaxcal: the ECE family, reliability curves, the
+    Brier decomposition (one-shot and streaming), the streaming update, histogram binning
+    and the bootstrap's fast path all read these sums.
+
+    Sums run in blocks of ``BLOCK`` samples (one scatter per quantity, sharing one index)
+    and the blocks are added by a radix tree (:mod:`jaxcal._numerics`): float32 stays
+    accurate for any N and counts are exact int32. Without weights, count and hits travel
+    packed in one int32 scatter (``1 + (target << 16)``; a block never holds more than 256
+    of either). Scores are summed as deviations ``d = score - offset`` from a per-segment
+    reference (e.g. the bin's centre), then ``offset * weight`` is added back: the partial
+    sums stay small, so 2e7 identical float32 scores in one bin keep their mean to float32
+    resolution.
 
     Args:
-      segment_ids: ``(N,)`` int32 in ``[0, num_segments)`` (bin, or class * M + bin), or
+      segment_ids: ``(N,)`` int32 in ``[0, num_segments)`` (bin, or group * M + bin), or
         ``(N, K)`` when each row sends its K entries to distinct segments (classwise).
       scores: floats of the shape of ``segment_ids`` (accumulated in at least float32).
-      targets: binary targets (bool or 0/1) of that shape.
+      targets: binary targets (bool or 0/1) of the shape of ``segment_ids``; or, for
+        ``(N, K)`` ids, the ``(N,)`` int column index of each row's single positive
+        target (one-hot targets: only entry ``(i, targets[i])`` is 1), summed with one
+        scatter of N values instead of N K.
       num_segments: S.
       weights: optional ``(N,)`` non-negative row weights; zero-weight rows are absent.
       offsets: optional reference score of each segment (default 0): an ``(S,)`` array,
         or a function of the segment ids (e.g. :func:`uniform_centres`), which avoids a
         gather.
+      moments: also return :class:`BinMoments` (the within-segment moments of ``d``).
 
     Returns:
-      ``BinStats`` with fields of shape ``(S,)``.
+      ``BinStats`` with fields of shape ``(S,)``, and with ``moments`` the pair
+      ``(BinStats, BinMoments)``.
     """
     dtype = compute_dtype(scores.dtype)
     s = scores.astype(dtype)
@@ -280,89 +275,49 @@ def segment_stats(
     else:
         segment_offsets = offsets.astype(dtype)
         s = s - segment_offsets[segment_ids]
-    y = targets.astype(jnp.int32)
-    ids, n_blocks = _block_ids(segment_ids, num_segments)
-    s, y = s.reshape(-1), y.reshape(-1)
-    if weights is not None and segment_ids.ndim == 2:
-        weights = jnp.repeat(weights, segment_ids.shape[1])
-    if weights is None:
-        packed = _block_sums(1 + (y << 16), ids, n_blocks, num_segments)
-        count = jnp.sum(packed & 0xFFFF, axis=0)
-        hits = jnp.sum(packed >> 16, axis=0)
-        weight = count.astype(dtype)
-        sum_score = _radix_tree_sum(_block_sums(s, ids, n_blocks, num_segments))
-        sum_target = hits.astype(dtype)
+    one_hot_index = segment_ids.ndim == 2 and targets.ndim == 1
+    if one_hot_index:  # the positive entry of each row: its segment and deviation
+        column = targets[:, None].astype(jnp.int32)
+        target_ids = jnp.take_along_axis(segment_ids, column, axis=1)[:, 0]
+        target_dev = jnp.take_along_axis(s, column, axis=1)[:, 0]
+        y = (jnp.arange(segment_ids.shape[1], dtype=jnp.int32)[None, :] == column).astype(jnp.int32)
     else:
-        w = weights.astype(dtype)
-        count = jnp.sum(_block_sums((w > 0).astype(jnp.int32), ids, n_blocks, num_segments), 0)
-        weight, sum_score, sum_target = (
-            _radix_tree_sum(_block_sums(v, ids, n_blocks, num_segments))
-            for v in (w, w * s, w * y.astype(dtype))
+        y = targets.astype(jnp.int32)
+    ids, n_blocks = block_segment_ids(segment_ids, num_segments)
+
+    def total(values, at=ids):
+        return tree_sum(block_partial_sums(values, at, n_blocks, num_segments))
+
+    row_weights = None if weights is None else weights.astype(dtype)
+    w = row_weights
+    if w is not None and segment_ids.ndim == 2:
+        w = jnp.broadcast_to(w[:, None], segment_ids.shape)
+    if w is None:
+        packed = block_partial_sums(1 + (y << 16), ids, n_blocks, num_segments)
+        count = jnp.sum(packed & 0xFFFF, axis=0)
+        weight = count.astype(dtype)
+        sum_target = jnp.sum(packed >> 16, axis=0).astype(dtype)
+        sum_dev = total(s)
+    else:
+        count = jnp.sum(
+            block_partial_sums((w > 0).astype(jnp.int32), ids, n_blocks, num_segments), 0
         )
-    if segment_offsets is not None:
-        sum_score = sum_score + segment_offsets * weight
-    return BinStats(count.astype(jnp.int32), weight, sum_score, sum_target)
-
-
-def segment_sums(values, segment_ids: jax.Array, num_segments: int) -> jax.Array:
-    """Per-segment sums of several arrays at once, accurate for any number of rows.
-
-    Rows (axis 0) are grouped in blocks of ``_BLOCK``; within a block each array is summed
-    by its own scalar ``segment_sum`` (on XLA:CPU, C scalar scatters are several times
-    faster than one scatter of C-wide rows, as ``_blocked_segment_sum`` does), then the
-    blocks are added by a radix-32 tree (:func:`_radix_tree_sum`: fewer XLA ops than a
-    pairwise tree, so a faster compile). ``segment_ids`` may be ``(N,)`` or ``(N, K)``:
-    for ``(N, K)`` ids where each row sends its K entries to distinct segments (e.g.
-    ``class * M + bin``), a segment takes at most ``_BLOCK`` values per block, so float32
-    sums keep ~1e-5 relative accuracy for any N, and the partial sums take
-    ``ceil(N / _BLOCK) * S`` numbers per array (blocks of ``_BLOCK`` flattened entries
-    would take K times more).
-
-    Args:
-      values: sequence of C arrays, each of the shape of ``segment_ids`` and one float
-        dtype.
-      segment_ids: int32 ``(N,)`` or ``(N, K)`` in ``[0, num_segments)``.
-      num_segments: S (``ceil(N / _BLOCK) * S`` must fit in int32).
-
-    Returns:
-      ``(C, S)`` sums in the values' dtype.
-
-    Example:
-      >>> import jax.numpy as jnp
-      >>> ids = jnp.array([[0, 2], [1, 3], [0, 3]])
-      >>> v = jnp.array([[0.5, 0.5], [0.25, 0.75], [1.0, 0.0]])
-      >>> segment_sums([v, v * v], ids, 4).tolist()
-      [[1.5, 0.25, 0.5, 0.75], [1.25, 0.0625, 0.25, 0.5625]]
-    """
-    n = segment_ids.shape[0]
-    n_blocks = max(1, -(-n // _BLOCK))
-    block = jnp.arange(n, dtype=jnp.int32) // _BLOCK
-    block = block.reshape((n,) + (1,) * (segment_ids.ndim - 1))
-    ids = (block * num_segments + segment_ids).reshape(-1)
-    partial = jnp.stack(
-        [
-            jax.ops.segment_sum(v.reshape(-1), ids, n_blocks * num_segments).reshape(
-                n_blocks, num_segments
-            )
-            for v in values
-        ],
-        axis=1,
-    )  # (blocks, C, S)
-    return _radix_tree_sum(partial)
-
-
-def _radix_tree_sum(x: jax.Array, radix: int = 32) -> jax.Array:
-    """Sum over axis 0 by a tree of fan-out ``radix``: O(radix log_radix n) error growth.
-
-    Same accuracy class as :func:`_pairwise_sum` (error ~ radix * ceil(log_radix n) ulps
-    in the worst case, 2 levels for 1e5 / 256 blocks, 4 for 1e8 / 256), with
-    ceil(log_radix n) reshape-and-sum ops instead of log2 n slice-and-add levels: each
-    level is one XLA fusion, so this compiles several times faster.
-    """
-    while x.shape[0] > 1:
-        r = min(radix, x.shape[0])
-        pad = -x.shape[0] % r
-        if pad:
-            x = jnp.concatenate([x, jnp.zeros((pad, *x.shape[1:]), x.dtype)])
-        x = x.reshape(-1, r, *x.shape[1:]).sum(axis=1)
-    return x[0]
+        weight, sum_dev = total(w), total(w * s)
+        if one_hot_index:
+            target_ids_flat, _ = block_segment_ids(target_ids, num_segments)
+            sum_target = total(row_weights, target_ids_flat)
+        else:
+            sum_target = total(w * y.astype(dtype))
+    sum_score = sum_dev if segment_offsets is None else sum_dev + segment_offsets * weight
+    stats = BinStats(count.astype(jnp.int32), weight, sum_score, sum_target)
+    if not moments:
+        return stats
+    sum_dev_sq = total(s * s if w is None else w * s * s)
+    if one_hot_index:
+        target_ids_flat, _ = block_segment_ids(target_ids, num_segments)
+        dy = target_dev if row_weights is None else row_weights * target_dev
+        sum_dev_target = total(dy, target_ids_flat)
+    else:
+        dy = s * y.astype(dtype)
+        sum_dev_target = total(dy if w is None else w * dy)
+    return stats, BinMoments(sum_dev, sum_dev_sq, sum_dev_target)

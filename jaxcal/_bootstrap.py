@@ -59,10 +59,10 @@ from jaxcal._checks import (
     check_positive_int,
     check_probs,
     check_probs_labels,
-    compute_dtype,
 )
-from jaxcal._confidence import top_label
-from jaxcal._ece import _binary_scores, _stats, check_norm, ece, gap_norm, mce
+from jaxcal._confidence import scores_and_targets, top_label
+from jaxcal._ece import binned_stats, check_norm, ece, gap_norm, mce
+from jaxcal._numerics import compute_dtype
 
 METHODS = ("percentile", "basic", "bca")
 
@@ -403,8 +403,8 @@ def _binned_null(seeds, probs, labels, spec, n_batches, batch):
     same vmapped arithmetic, so that exact ties compare equal.
     """
     n_bins, binning, norm, closed, debias = spec
-    scores, targets, _ = _binary_scores(probs, labels)
-    _, base = _stats(scores, targets, None, n_bins, binning, closed)
+    scores, targets, _ = scores_and_targets(probs, labels)
+    _, base = binned_stats(scores, targets, None, n_bins, binning, closed)
     _, bins = bin_edges_and_index(scores, n_bins, binning, closed, None)
     plan = _hit_plan(probs, bins, n_bins)
     hits = _map_batches(lambda s: _hit_counts(s, plan), seeds, n_batches, batch)

@@ -20,6 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcal._numerics import compute_dtype
+
 #: Rows of ``probs`` may miss the simplex by this much (absolute, on the row sum) before
 #: they are rejected: softmax outputs in float32 sum to 1 within a few ulps, and
 #: probabilities written to CSV with 6 digits within ~1e-5. For low-precision inputs the
@@ -63,14 +65,6 @@ def _int_range(x: jax.Array) -> tuple[jax.Array, jax.Array]:
 def is_concrete(*arrays: Any) -> bool:
     """True when no argument is a JAX tracer, i.e. value checks can run."""
     return not any(isinstance(a, jax.core.Tracer) for a in arrays)
-
-
-def compute_dtype(dtype: Any) -> jnp.dtype:
-    """The float dtype kernels accumulate in: float32 at least, float64 under x64."""
-    dtype = jnp.dtype(dtype)
-    if jnp.issubdtype(dtype, jnp.floating) and dtype.itemsize >= 4:
-        return jnp.dtype(jax.dtypes.canonicalize_dtype(dtype))
-    return jnp.dtype(jax.dtypes.canonicalize_dtype(jnp.float64))
 
 
 def as_float(x: Any, name: str) -> jax.Array:

@@ -1,9 +1,21 @@
-"""Top-label confidence, predicted class and correctness, with argmax's first-index rule."""
+"""Scores and binary targets of every calibration view, with argmax's first-index rule.
+
+A calibration metric compares scores with binary targets. :func:`scores_and_targets` is
+the one place that turns ``(probs, labels)`` into them, for each view jaxcal uses:
+
+* ``"binary"``: 1-D ``probs`` ``(N,)``, the probability of the positive class, against
+  ``labels == 1``;
+* ``"confidence"`` (top label): 2-D ``probs`` ``(N, K)``, the confidence ``max_k p_k``
+  against correctness ``argmax_k p_k == y``, with the predicted class as the group
+  (top-label ECE bins within it);
+* ``"classwise"``: every column ``p_k`` against ``labels == k``, the targets given as the
+  label index (one-hot), as :func:`jaxcal._binning.bin_sums` takes them.
+"""
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -27,10 +39,70 @@ def top_label(probs: jax.Array) -> tuple[jax.Array, jax.Array]:
     return conf, pred
 
 
+@jax.custom_jvp
+def top_confidence(probs: jax.Array) -> jax.Array:
+    """``max_k p_k`` ``(..., )`` whose derivative is the one-hot of the predicted class.
+
+    Equivalent to ``jax.grad`` of ``max`` except among exact ties (which share the
+    gradient there; here the first maximal index takes it, as ``argmax`` does). The
+    tangent is one fused masked row sum, where the default rule of ``max`` costs a
+    comparison, a count and a division per element.
+    """
+    return top_label(probs)[0]
+
+
+@top_confidence.defjvp
+def _top_confidence_jvp(primals, tangents):
+    (probs,), (dprobs,) = primals, tangents
+    conf, pred = top_label(probs)
+    classes = jnp.arange(probs.shape[-1], dtype=jnp.int32).reshape((1,) * pred.ndim + (-1,))
+    onehot = pred[..., None] == classes
+    return conf, jnp.sum(jnp.where(onehot, dprobs, 0), axis=-1)
+
+
+VIEWS = ("binary", "confidence", "classwise")
+
+
+class ScoresAndTargets(NamedTuple):
+    """Scores, binary targets and groups of one calibration view.
+
+    Attributes:
+      scores: ``(N,)`` (binary, confidence) or ``(N, K)`` (classwise), in the input dtype
+        (bins compare scores with edges rounded to it); differentiable in ``probs``.
+      targets: bool ``(N,)`` (binary, confidence); for classwise the int32 label ``(N,)``,
+        i.e. one-hot targets given by their index.
+      groups: the predicted class ``(N,)`` (confidence), else ``None``.
+    """
+
+    scores: jax.Array
+    targets: jax.Array
+    groups: jax.Array | None
+
+
+def scores_and_targets(
+    probs: jax.Array, labels: jax.Array, view: str | None = None
+) -> ScoresAndTargets:
+    """The scores and binary targets of ``view`` (default: binary for 1-D, else confidence).
+
+    1-D ``probs`` asked for the confidence or classwise view are first taken as the two
+    columns ``(1 - p, p)``.
+    """
+    if view is None:
+        view = "binary" if probs.ndim == 1 else "confidence"
+    if view == "binary":
+        return ScoresAndTargets(probs, labels == 1, None)
+    if probs.ndim == 1:
+        probs = jnp.stack([1 - probs, probs], axis=-1)
+    if view == "classwise":
+        return ScoresAndTargets(probs, labels.astype(jnp.int32), None)
+    _, pred = top_label(probs)
+    return ScoresAndTargets(top_confidence(probs), pred == labels, pred)
+
+
 @partial(jax.jit, inline=True)
 def _confidence_and_correctness(probs: jax.Array, labels: jax.Array):
-    conf, pred = top_label(probs)
-    return conf, pred == labels
+    scores, correct, _ = scores_and_targets(probs, labels, "confidence")
+    return scores, correct
 
 
 def confidence_and_correctness(probs: Any, labels: Any) -> tuple[jax.Array, jax.Array]:
@@ -57,6 +129,4 @@ def confidence_and_correctness(probs: Any, labels: Any) -> tuple[jax.Array, jax.
       Guo, Pleiss, Sun & Weinberger (2017), "On Calibration of Modern Neural Networks".
     """
     probs, labels, _ = check_probs_labels(probs, labels)
-    if probs.ndim == 1:
-        probs = jnp.stack([1 - probs, probs], axis=1)
     return _confidence_and_correctness(probs, labels)

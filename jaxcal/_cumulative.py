@@ -61,8 +61,9 @@ from jax import lax
 from jax.scipy.special import ndtr
 
 from jaxcal._brownian import max_sf, range_sf
-from jaxcal._checks import check_option, check_probs_labels, compute_dtype
-from jaxcal._confidence import top_label
+from jaxcal._checks import check_option, check_probs_labels
+from jaxcal._confidence import scores_and_targets
+from jaxcal._numerics import compute_dtype
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 
@@ -115,11 +116,7 @@ class CumulativeDifferences(NamedTuple):
 
 def _scores_targets(scores: jax.Array, labels: jax.Array, weights: jax.Array | None):
     """(s, y, w) in the compute dtype: s clipped to [0, 1] (no -0.0), y in {0, 1}."""
-    if scores.ndim == 2:
-        conf, pred = top_label(scores)
-        s, y = conf, pred == labels
-    else:
-        s, y = scores, labels == 1
+    s, y, _ = scores_and_targets(scores, labels)
     dtype = compute_dtype(s.dtype)
     s = s.astype(dtype)
     # Validation admits round-off outside [0, 1]; the key needs non-negative floats, and

@@ -20,12 +20,13 @@ from jaxcal._binning import (
     BinStats,
     bin_centres,
     bin_edges_and_index,
+    bin_sums,
     check_binning,
-    segment_stats,
     uniform_centres,
 )
 from jaxcal._checks import check_option, check_probs_labels
-from jaxcal._confidence import top_label
+from jaxcal._confidence import scores_and_targets
+from jaxcal._numerics import safe_divide, safe_sqrt
 
 NORMS = ("l1", "l2", "max")
 AVERAGES = ("label", "sample")
@@ -37,17 +38,6 @@ def check_norm(norm: str, debias: bool) -> None:
     check_option("debias", debias, (False, True))
     if debias and norm != "l2":
         raise ValueError(f'`debias=True` requires `norm="l2"`; got norm={norm!r}.')
-
-
-def _safe_sqrt(x: jax.Array) -> jax.Array:
-    """sqrt(max(x, 0)) with a finite (zero) gradient at 0."""
-    positive = x > 0
-    return jnp.where(positive, jnp.sqrt(jnp.where(positive, x, 1)), 0)
-
-
-def _safe_divide(num: jax.Array, den: jax.Array) -> jax.Array:
-    nonzero = den > 0
-    return jnp.where(nonzero, num / jnp.where(nonzero, den, 1), 0)
 
 
 def gap_norm(stats: BinStats, group_weights: jax.Array, norm: str, debias: bool) -> jax.Array:
@@ -68,42 +58,61 @@ def gap_norm(stats: BinStats, group_weights: jax.Array, norm: str, debias: bool)
       0-d array.
     """
     nonempty = stats.weight > 0
-    conf = _safe_divide(stats.sum_score, stats.weight)
-    acc = _safe_divide(stats.sum_target, stats.weight)
+    conf = safe_divide(stats.sum_score, stats.weight)
+    acc = safe_divide(stats.sum_target, stats.weight)
     gap = jnp.where(nonempty, acc - conf, 0)
     if norm == "max":
         live = nonempty & (group_weights > 0)[:, None]
         return jnp.max(jnp.where(live, jnp.abs(gap), 0))
-    share = _safe_divide(stats.weight, stats.weight.sum(axis=-1, keepdims=True))
+    share = safe_divide(stats.weight, stats.weight.sum(axis=-1, keepdims=True))
     if norm == "l1":
         return jnp.sum(group_weights * jnp.sum(share * jnp.abs(gap), axis=-1))
     squared = gap**2
     if debias:
         n = stats.count.astype(gap.dtype)
         squared = jnp.where(stats.count >= 2, squared - acc * (1 - acc) / jnp.maximum(n - 1, 1), 0)
-    return _safe_sqrt(jnp.sum(group_weights * jnp.sum(share * squared, axis=-1)))
+    return safe_sqrt(jnp.sum(group_weights * jnp.sum(share * squared, axis=-1)))
 
 
-def _binary_scores(probs: jax.Array, labels: jax.Array):
-    """(scores, binary targets) of ``ece``: the positive class, or top-label confidence."""
-    if probs.ndim == 1:
-        return probs, labels == 1, None
-    conf, pred = top_label(probs)
-    return conf, pred == labels, pred
+def binned_stats(
+    scores, targets, weights, n_bins, binning, closed, groups=None, n_groups=1, moments=False
+):
+    """Edges and per-(group, bin) sums ``(G, M)`` of scores against binary targets.
 
-
-def _stats(scores, targets, weights, n_bins, binning, closed, groups=None, n_groups=1):
+    ``groups`` ``(N,)`` or ``(N, K)`` (int32 in ``[0, n_groups)``) split each bin by group
+    (the predicted class of the top-label ECE, the column of the classwise views).
+    Quantile edges are those of all ``scores`` together.
+    """
     edges, bins = bin_edges_and_index(scores, n_bins, binning, closed, weights)
     segments = bins if groups is None else groups * n_bins + bins
     offsets = uniform_centres(n_bins) if binning == "uniform" else bin_centres(edges, n_groups)
-    stats = segment_stats(segments, scores, targets, n_groups * n_bins, weights, offsets)
-    return edges, BinStats(*(f.reshape(n_groups, n_bins) for f in stats))
+    sums = bin_sums(segments, scores, targets, n_groups * n_bins, weights, offsets, moments)
+    return edges, jax.tree_util.tree_map(lambda f: f.reshape(n_groups, n_bins), sums)
+
+
+def classwise_stats(probs, labels, weights, n_bins, binning, closed, moments=False):
+    """Per-(class, bin) sums ``(K, M)`` of every column ``p_k`` against ``labels == k``.
+
+    Uniform bins: one pass over the ``(N, K)`` entries with segment ids
+    ``class * M + bin``. Quantile bins: each column binned by its own quantiles.
+    """
+    k = probs.shape[1]
+    if binning == "uniform":
+        classes = jnp.broadcast_to(jnp.arange(k, dtype=jnp.int32), probs.shape)
+        return binned_stats(probs, labels, weights, n_bins, binning, closed, classes, k, moments)[1]
+
+    def one_class(column, c):
+        target = labels == c
+        return binned_stats(column, target, weights, n_bins, binning, closed, moments=moments)[1]
+
+    per_class = jax.vmap(one_class, in_axes=(1, 0))(probs, jnp.arange(k, dtype=jnp.int32))
+    return jax.tree_util.tree_map(lambda f: f.reshape(k, n_bins), per_class)
 
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias"))
 def _ece_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
-    scores, targets, _ = _binary_scores(probs, labels)
-    _, stats = _stats(scores, targets, weights, n_bins, binning, closed)
+    scores, targets, _ = scores_and_targets(probs, labels)
+    _, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
     return gap_norm(stats, jnp.ones(1, stats.weight.dtype), norm, debias)
 
 
@@ -186,16 +195,8 @@ def mce(probs: Any, labels: Any, **kwargs: Any) -> jax.Array:
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias"))
 def _classwise_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
-    n, k = probs.shape
-    targets = labels[:, None] == jnp.arange(k, dtype=jnp.int32)[None, :]
-    if binning == "uniform":  # (N, K) segment ids class * M + bin, blocked by row
-        classes = jnp.broadcast_to(jnp.arange(k, dtype=jnp.int32)[None, :], (n, k))
-        _, stats = _stats(probs, targets, weights, n_bins, binning, closed, classes, k)
-    else:  # quantile edges are per class: bin each column by its own quantiles
-        per_class = jax.vmap(
-            lambda s, t: _stats(s, t, weights, n_bins, binning, closed)[1], in_axes=(1, 1)
-        )(probs, targets)
-        stats = BinStats(*(f.reshape(k, n_bins) for f in per_class))
+    k = probs.shape[1]
+    stats = classwise_stats(probs, labels, weights, n_bins, binning, closed)
     return gap_norm(stats, jnp.full(k, 1 / k, stats.weight.dtype), norm, debias)
 
 
@@ -242,26 +243,32 @@ def classwise_ece(
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias", "average"))
 def _top_label_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias, average):
     k = probs.shape[1]
-    conf, pred = top_label(probs)
-    correct = pred == labels
+    conf, correct, pred = scores_and_targets(probs, labels, "confidence")
     if binning == "uniform":
-        _, stats = _stats(conf, correct, weights, n_bins, binning, closed, pred, k)
+        _, stats = binned_stats(conf, correct, weights, n_bins, binning, closed, pred, k)
     else:  # quantile edges of the confidences *within* each predicted class
 
         def one_class(c):
             w = (pred == c).astype(conf.dtype)
             w = w if weights is None else w * weights
-            return _stats(conf, correct, w, n_bins, binning, closed)[1]
+            return binned_stats(conf, correct, w, n_bins, binning, closed)[1]
 
         per_class = jax.vmap(one_class)(jnp.arange(k, dtype=jnp.int32))
         stats = BinStats(*(f.reshape(k, n_bins) for f in per_class))
+    return gap_norm(stats, top_label_group_weights(stats, average), norm, debias)
+
+
+def top_label_group_weights(stats: BinStats, average: str) -> jax.Array:
+    """Weights of the predicted classes ``(K,)`` from their ``(K, M)`` bin sums.
+
+    ``average="label"``: uniform over the predicted classes present (MAPIE's mean);
+    ``"sample"``: each class's share of the weight (Gupta & Ramdas 2021).
+    """
     class_weight = stats.weight.sum(axis=1)
     if average == "sample":
-        group = _safe_divide(class_weight, class_weight.sum())
-    else:
-        present = (class_weight > 0).astype(class_weight.dtype)
-        group = _safe_divide(present, present.sum())
-    return gap_norm(stats, group, norm, debias)
+        return safe_divide(class_weight, class_weight.sum())
+    present = (class_weight > 0).astype(class_weight.dtype)
+    return safe_divide(present, present.sum())
 
 
 def top_label_ece(
@@ -332,15 +339,15 @@ class ReliabilityCurve:
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "closed"))
 def _reliability_kernel(probs, labels, weights, n_bins, binning, closed):
-    scores, targets, _ = _binary_scores(probs, labels)
-    edges, stats = _stats(scores, targets, weights, n_bins, binning, closed)
+    scores, targets, _ = scores_and_targets(probs, labels)
+    edges, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
     stats = BinStats(*(f[0] for f in stats))
     return ReliabilityCurve(
         edges=edges,
         counts=stats.count,
         weights=stats.weight,
-        mean_confidence=_safe_divide(stats.sum_score, stats.weight),
-        mean_accuracy=_safe_divide(stats.sum_target, stats.weight),
+        mean_confidence=safe_divide(stats.sum_score, stats.weight),
+        mean_accuracy=safe_divide(stats.sum_target, stats.weight),
     )
 
 

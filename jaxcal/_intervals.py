@@ -39,10 +39,11 @@ from jaxcal._checks import (
     check_positive_int,
     check_probs,
     check_probs_labels,
-    compute_dtype,
     is_concrete,
 )
-from jaxcal._ece import _binary_scores, _safe_divide, _stats
+from jaxcal._confidence import scores_and_targets
+from jaxcal._ece import binned_stats
+from jaxcal._numerics import compute_dtype, safe_divide
 
 INTERVAL_METHODS = ("wilson", "clopper-pearson")
 
@@ -248,8 +249,8 @@ class ReliabilityIntervals(NamedTuple):
 
 @partial(jax.jit, static_argnames=("method", "confidence", "n_bins", "binning", "closed"))
 def _reliability_intervals_kernel(probs, labels, method, confidence, n_bins, binning, closed):
-    scores, targets, _ = _binary_scores(probs, labels)
-    edges, stats = _stats(scores, targets, None, n_bins, binning, closed)
+    scores, targets, _ = scores_and_targets(probs, labels)
+    edges, stats = binned_stats(scores, targets, None, n_bins, binning, closed)
     count, weight, sum_score, hits = (f[0] for f in stats)
     trials = count.astype(hits.dtype)
     kernel = _wilson_kernel if method == "wilson" else _clopper_pearson_kernel
@@ -257,8 +258,8 @@ def _reliability_intervals_kernel(probs, labels, method, confidence, n_bins, bin
     return ReliabilityIntervals(
         edges,
         count,
-        _safe_divide(sum_score, weight),
-        _safe_divide(hits, weight),
+        safe_divide(sum_score, weight),
+        safe_divide(hits, weight),
         low,
         high,
     )
@@ -346,17 +347,17 @@ class ConsistencyBands(NamedTuple):
 )
 def _bands_kernel(probs, key, n_resamples, confidence, n_bins, binning, closed, n_batches, batch):
     dummy = jnp.zeros(probs.shape[0], jnp.int32)
-    scores, _, _ = _binary_scores(probs, dummy)
-    edges, stats = _stats(scores, dummy.astype(bool), None, n_bins, binning, closed)
+    scores, _, _ = scores_and_targets(probs, dummy)
+    edges, stats = binned_stats(scores, dummy.astype(bool), None, n_bins, binning, closed)
     count, weight, sum_score, _ = (f[0] for f in stats)
     _, bins = bin_edges_and_index(scores, n_bins, binning, closed, None)
     plan = _hit_plan(probs, bins, n_bins)
     seeds = _resample_seeds(key, n_resamples)
     hits = _map_batches(lambda s: _hit_counts(s, plan), seeds, n_batches, batch)
-    accuracy = _safe_divide(hits.astype(weight.dtype), weight[None, :])
+    accuracy = safe_divide(hits.astype(weight.dtype), weight[None, :])
     alpha = (1 - confidence) / 2
     low, high = jnp.quantile(accuracy, jnp.asarray([alpha, 1 - alpha], weight.dtype), axis=0)
-    return ConsistencyBands(edges, count, _safe_divide(sum_score, weight), low, high)
+    return ConsistencyBands(edges, count, safe_divide(sum_score, weight), low, high)
 
 
 def consistency_bands(

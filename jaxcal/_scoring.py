@@ -8,35 +8,41 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxcal._binning import bin_centres, bin_edges_and_index, check_binning, segment_stats
-from jaxcal._checks import check_probs_labels, compute_dtype
+from jaxcal._binning import BinMoments, BinStats, check_binning
+from jaxcal._checks import check_probs_labels
+from jaxcal._ece import binned_stats, classwise_stats
+from jaxcal._numerics import safe_divide, upcast, weighted_mean
 
 
-def _one_hot_targets(probs: jax.Array, labels: jax.Array):
-    """(probabilities, 0/1 targets) as ``(N, C)``: C = 1 for binary, K for multiclass."""
-    if probs.ndim == 1:
-        return probs[:, None], (labels == 1)[:, None].astype(probs.dtype)
-    return probs, (labels[:, None] == jnp.arange(probs.shape[1], dtype=jnp.int32)[None, :]).astype(
-        probs.dtype
-    )
+def brier_per_sample(probs: jax.Array, labels: jax.Array) -> jax.Array:
+    """Squared distance of each prediction from its one-hot outcome ``(N,)``, upcast.
+
+    Binary ``(N,)``: ``(p - y)^2``. Multiclass: ``sum_k (p_k - 1[y = k])^2``.
+    """
+    p = upcast(probs)
+    if p.ndim == 1:
+        return (p - (labels == 1).astype(p.dtype)) ** 2
+    # Squares of the differences, not sum p^2 - 2 p_y + 1: that cancels to an absolute
+    # error of eps where a confident correct row's score is ~1e-6.
+    onehot = labels[:, None] == jnp.arange(p.shape[1], dtype=labels.dtype)[None, :]
+    return jnp.sum((p - onehot.astype(p.dtype)) ** 2, axis=1)
 
 
-def _weighted_mean(x: jax.Array, weights: jax.Array | None) -> jax.Array:
-    """Mean of ``x`` ``(N,)``; weighted; 0 when the total weight is 0."""
-    if weights is None:
-        return jnp.mean(x)
-    total = weights.sum()
-    return jnp.where(total > 0, jnp.sum(weights * x) / jnp.where(total > 0, total, 1), 0)
-
-
-def _upcast(probs: jax.Array) -> jax.Array:
-    return probs.astype(compute_dtype(probs.dtype))
+def log_loss_per_sample(probs: jax.Array, labels: jax.Array) -> jax.Array:
+    """``-log p_y`` of each sample ``(N,)``, the true class's probability clipped to
+    ``[eps, 1 - eps]`` (eps of the compute dtype, scikit-learn's ``eps="auto"``)."""
+    p = upcast(probs)
+    eps = jnp.finfo(p.dtype).eps
+    if p.ndim == 1:
+        p_true = jnp.where(labels == 1, p, 1 - p)
+    else:
+        p_true = jnp.take_along_axis(p, labels[:, None].astype(jnp.int32), axis=1)[:, 0]
+    return -jnp.log(jnp.clip(p_true, eps, 1 - eps))
 
 
 @jax.jit
 def _brier_kernel(probs, labels, weights):
-    p, o = _one_hot_targets(_upcast(probs), labels)
-    return _weighted_mean(jnp.sum((p - o) ** 2, axis=1), weights)
+    return weighted_mean(brier_per_sample(probs, labels), weights)
 
 
 def brier_score(probs: Any, labels: Any, *, weights: Any = None) -> jax.Array:
@@ -68,14 +74,7 @@ def brier_score(probs: Any, labels: Any, *, weights: Any = None) -> jax.Array:
 
 @jax.jit
 def _log_loss_kernel(probs, labels, weights):
-    p = _upcast(probs)
-    eps = jnp.finfo(p.dtype).eps
-    p_true = (
-        jnp.where(labels == 1, p, 1 - p)
-        if p.ndim == 1
-        else jnp.take_along_axis(p, labels[:, None], axis=1)[:, 0]
-    )
-    return _weighted_mean(-jnp.log(jnp.clip(p_true, eps, 1 - eps)), weights)
+    return weighted_mean(log_loss_per_sample(probs, labels), weights)
 
 
 def log_loss(probs: Any, labels: Any, *, weights: Any = None) -> jax.Array:
@@ -119,47 +118,58 @@ class BrierDecomposition(NamedTuple):
     within_bin_covariance: jax.Array
 
 
-def _binary_decomposition(f, o, weights, n_bins, binning, closed):
-    """The six terms for one binary problem: forecasts ``f`` and outcomes ``o`` ``(N,)``.
+def decomposition_terms(
+    stats: BinStats, moments: BinMoments, total: jax.Array
+) -> tuple[jax.Array, ...]:
+    """REL, RES, UNC, WBV, WBC per group from per-(group, bin) sums ``(G, M)``.
 
-    ``f`` keeps the input dtype for binning (edges rounded to it, as :func:`ece` bins) and
-    is upcast for the arithmetic.
+    The one formula of the decomposition, shared by :func:`brier_decomposition` and the
+    streaming state. ``moments`` are those of the deviations d = f - c_b of the forecasts
+    from their bin's centre: the within-bin variance is ``sum d^2 - (sum d)^2 / W_b`` and
+    the covariance ``sum d o - (sum d)(sum o) / W_b``, both free of the catastrophic
+    cancellation of the unshifted moments (``|d| <= 1 / (2M)``), so float32 keeps their
+    relative precision (absolute error of order eps / M^2).
+
+    Args:
+      stats: per-bin count, weight, sum of forecasts and of outcomes, ``(G, M)``.
+      moments: per-bin sums of d, d^2 and d o, ``(G, M)``.
+      total: 0-d total weight W.
+
+    Returns:
+      five ``(G,)`` arrays: reliability, resolution, uncertainty, within-bin variance and
+      within-bin covariance, each a weighted mean over the samples (divided by W).
     """
-    edges, bins = bin_edges_and_index(f, n_bins, binning, closed, weights)
-    f = _upcast(f)
-    o = o.astype(f.dtype)
-    stats = segment_stats(bins, f, o, n_bins, weights, bin_centres(edges))
-    w = jnp.ones_like(f) if weights is None else weights.astype(f.dtype)
-    total = jnp.sum(w)
-    safe_total = jnp.where(total > 0, total, 1)
-    nonempty = stats.weight > 0
-    safe_weight = jnp.where(nonempty, stats.weight, 1)
-    f_bin = jnp.where(nonempty, stats.sum_score / safe_weight, 0)
-    o_bin = jnp.where(nonempty, stats.sum_target / safe_weight, 0)
-    o_bar = jnp.sum(w * o) / safe_total
-    share = stats.weight / safe_total
-    # Deviations from the bin means, per sample: exact sums, no cancellation of large terms.
-    df, do = f - f_bin[bins], o - o_bin[bins]
-    return jnp.stack(
-        [
-            jnp.sum(w * (f - o) ** 2) / safe_total,
-            jnp.sum(share * (f_bin - o_bin) ** 2),
-            jnp.sum(share * (o_bin - o_bar) ** 2),
-            o_bar * (1 - o_bar),
-            jnp.sum(w * df**2) / safe_total,
-            2 * jnp.sum(w * do * df) / safe_total,
-        ]
+    f_bin = safe_divide(stats.sum_score, stats.weight)
+    o_bin = safe_divide(stats.sum_target, stats.weight)
+    o_bar = safe_divide(stats.sum_target.sum(axis=-1), total)
+    share = safe_divide(stats.weight, total)
+    rel = jnp.sum(share * (f_bin - o_bin) ** 2, axis=-1)
+    res = jnp.sum(share * (o_bin - o_bar[..., None]) ** 2, axis=-1)
+    unc = o_bar * (1 - o_bar)
+    s_d, s_dd, s_do = moments
+    wbv = jnp.maximum(s_dd - safe_divide(s_d * s_d, stats.weight), 0)
+    wbc = s_do - safe_divide(s_d * stats.sum_target, stats.weight)
+    return (
+        rel,
+        res,
+        unc,
+        safe_divide(wbv.sum(axis=-1), total),
+        2 * safe_divide(wbc.sum(axis=-1), total),
     )
 
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "closed"))
 def _decomposition_kernel(probs, labels, weights, n_bins, binning, closed):
-    p, o = _one_hot_targets(probs, labels)
-    terms = jax.vmap(
-        lambda f, t: _binary_decomposition(f, t, weights, n_bins, binning, closed),
-        in_axes=(1, 1),
-    )(p, o)
-    return BrierDecomposition(*terms.sum(axis=0))
+    brier = weighted_mean(brier_per_sample(probs, labels), weights)
+    if probs.ndim == 1:  # the positive class only
+        _, (stats, moments) = binned_stats(
+            probs, labels == 1, weights, n_bins, binning, closed, moments=True
+        )
+    else:  # every class one-vs-rest, summed
+        stats, moments = classwise_stats(probs, labels, weights, n_bins, binning, closed, True)
+    total = jnp.sum(stats.weight[0])
+    terms = decomposition_terms(stats, moments, total)
+    return BrierDecomposition(brier, *(t.sum() for t in terms))
 
 
 def brier_decomposition(

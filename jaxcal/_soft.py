@@ -26,11 +26,10 @@ from jaxcal._checks import (
     check_option,
     check_positive_int,
     check_probs_labels,
-    compute_dtype,
     is_concrete,
 )
-from jaxcal._confidence import top_label
-from jaxcal._ece import _safe_divide, _safe_sqrt
+from jaxcal._confidence import scores_and_targets
+from jaxcal._numerics import compute_dtype, safe_divide, safe_sqrt, upcast
 
 SOFT_NORMS = ("l1", "l2")
 MMCE_VARIANTS = ("unweighted", "weighted")
@@ -78,41 +77,16 @@ def _scalar_parameter(name: str, value: Any, minimum: float = 0.0) -> Any:
     return value
 
 
-# ----------------------------------------------------------------------------------------
-# Scores and targets with a cheap gradient
-# ----------------------------------------------------------------------------------------
-
-
-@jax.custom_jvp
-def _top_confidence(probs: jax.Array) -> jax.Array:
-    """``max_k p_k`` ``(N,)`` whose derivative is the one-hot of the predicted class.
-
-    Equivalent to ``jax.grad`` of ``max`` except among exact ties (which share the
-    gradient there; here the first maximal index takes it, as ``argmax`` does). The
-    tangent is one fused masked row sum, where the default rule of ``max`` costs a
-    comparison, a count and a division per element.
-    """
-    return top_label(probs)[0]
-
-
-@_top_confidence.defjvp
-def _top_confidence_jvp(primals, tangents):
-    (probs,), (dprobs,) = primals, tangents
-    conf, pred = top_label(probs)
-    onehot = pred[:, None] == jnp.arange(probs.shape[1], dtype=jnp.int32)[None, :]
-    return conf, jnp.sum(jnp.where(onehot, dprobs, 0), axis=1)
-
-
 def _scores_targets(probs: jax.Array, labels: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(score, float target) in the compute dtype: positive class, or top-label confidence.
 
-    The target (the label, or correctness) is piecewise constant in ``probs``: no gradient.
+    The target (the label, or correctness) is piecewise constant in ``probs``: no gradient;
+    the confidence's gradient is the one-hot of the predicted class
+    (:func:`jaxcal._confidence.top_confidence`).
     """
-    dtype = compute_dtype(probs.dtype)
-    if probs.ndim == 1:
-        return probs.astype(dtype), (labels == 1).astype(dtype)
-    _, pred = top_label(probs)
-    return _top_confidence(probs).astype(dtype), (pred == labels).astype(dtype)
+    scores, targets, _ = scores_and_targets(probs, labels)
+    scores = upcast(scores)
+    return scores, targets.astype(scores.dtype)
 
 
 # ----------------------------------------------------------------------------------------
@@ -195,9 +169,9 @@ def _soft_ece_forward(s, y, w, t, n_bins, norm):
     excess, mass = sums[:, 0], sums[:, 1]  # excess_j = S_j (acc_j - conf_j), mass_j = S_j
     total = w.sum()
     if norm == "l1":
-        return _safe_divide(jnp.abs(excess).sum(), total), (excess, total, None)
-    gap = _safe_divide(excess, mass)  # |gap| <= 1: bounded even for near-empty bins
-    value = _safe_sqrt(_safe_divide(jnp.sum(gap * excess), total))
+        return safe_divide(jnp.abs(excess).sum(), total), (excess, total, None)
+    gap = safe_divide(excess, mass)  # |gap| <= 1: bounded even for near-empty bins
+    value = safe_sqrt(safe_divide(jnp.sum(gap * excess), total))
     return value, (excess, total, gap)
 
 
@@ -242,15 +216,15 @@ def _soft_ece_core_jvp(n_bins, norm, primals, tangents):
     n = s.shape[0]
     value, (excess, total, gap) = _soft_ece_forward(s, y, w, t, n_bins, norm)
     if norm == "l1":
-        alpha = _safe_divide(jnp.sign(excess), total)
+        alpha = safe_divide(jnp.sign(excess), total)
         beta = jnp.zeros_like(alpha)
-        gamma = -_safe_divide(value, total)
+        gamma = -safe_divide(value, total)
     else:
         live = value > 0
         scale = jnp.where(live, 1 / jnp.where(live, value * total, 1), 0)
         alpha = gap * scale
         beta = -0.5 * gap**2 * scale
-        gamma = -0.5 * _safe_divide(value, total)
+        gamma = -0.5 * safe_divide(value, total)
     coef = jnp.stack([jnp.ones_like(alpha), alpha, beta])  # (3, M)
     zero = jax.custom_derivatives.SymbolicZero
     want_s, want_t = not isinstance(ds, zero), not isinstance(dt, zero)
@@ -409,15 +383,15 @@ def _mmce_kernel(probs, labels, weights, bandwidth, variant):
     w = jnp.ones_like(r) if weights is None else weights.astype(dtype)
     h = jnp.asarray(bandwidth).astype(dtype)
     if variant == "unweighted":
-        a = _safe_divide(w * (c - r), w.sum())
+        a = safe_divide(w * (c - r), w.sum())
         live = w.sum() > 0
     else:
         m_correct = jnp.sum(w * c)
         m_wrong = jnp.sum(w * (1 - c))
-        a = w * (c * _safe_divide(1 - r, m_correct) - (1 - c) * _safe_divide(r, m_wrong))
+        a = w * (c * safe_divide(1 - r, m_correct) - (1 - c) * safe_divide(r, m_wrong))
         live = (m_correct > 0) & (m_wrong > 0)
     q = laplace_quadratic_form(r, a, h)
-    return jnp.where(live, _safe_sqrt(q), 0)
+    return jnp.where(live, safe_sqrt(q), 0)
 
 
 def mmce(
@@ -509,7 +483,7 @@ def _smece_moments(scores, residuals, weights, grid):
     nodes = jax.ops.segment_sum(
         jnp.concatenate([v * (1 - frac), v * frac]), jnp.concatenate([lo, lo + 1]), grid + 1
     )
-    return _safe_divide(_dct1(nodes), weights.sum())
+    return safe_divide(_dct1(nodes), weights.sum())
 
 
 def _smece_at(moments: jax.Array, sigma: jax.Array) -> jax.Array:

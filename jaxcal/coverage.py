@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._binning import _BLOCK, _pairwise_sum, segment_stats
+from jaxcal._binning import bin_sums
 from jaxcal._checks import (
     as_float,
     check_finite,
@@ -48,9 +48,9 @@ from jaxcal._checks import (
     check_positive_float,
     check_positive_int,
     check_weights,
-    compute_dtype,
     is_concrete,
 )
+from jaxcal._numerics import blocked_sum, compute_dtype, order_statistics, safe_divide, safe_sqrt
 
 __all__ = [
     "SizeStratifiedCoverage",
@@ -239,27 +239,6 @@ def _check_eta(eta: Any) -> Any:
 # ------------------------------------------------------------------------- kernel helpers
 
 
-def _colsum(x: jax.Array) -> jax.Array:
-    """Sum over axis 0 in blocks of ``_BLOCK`` then by a pairwise tree (float32-accurate)."""
-    n = x.shape[0]
-    n_blocks = -(-n // _BLOCK)
-    pad = n_blocks * _BLOCK - n
-    if pad:
-        x = jnp.concatenate([x, jnp.zeros((pad, *x.shape[1:]), x.dtype)])
-    return _pairwise_sum(x.reshape(n_blocks, _BLOCK, *x.shape[1:]).sum(axis=1))
-
-
-def _safe_divide(num: jax.Array, den: jax.Array) -> jax.Array:
-    nonzero = den > 0
-    return jnp.where(nonzero, num / jnp.where(nonzero, den, 1), 0)
-
-
-def _safe_sqrt(x: jax.Array) -> jax.Array:
-    """sqrt(max(x, 0)) with a finite (zero) gradient at 0."""
-    positive = x > 0
-    return jnp.where(positive, jnp.sqrt(jnp.where(positive, x, 1)), 0)
-
-
 def _mean(values: jax.Array, weights: jax.Array | None, dtype) -> jax.Array:
     """(Weighted) mean over axis 0 of ``values`` ``(N, L)``; bool values count exactly."""
     n = values.shape[0]
@@ -267,9 +246,9 @@ def _mean(values: jax.Array, weights: jax.Array | None, dtype) -> jax.Array:
         if values.dtype == jnp.bool_:
             hits = jnp.sum(values, axis=0, dtype=jnp.int32)
             return hits.astype(dtype) / jnp.asarray(n, dtype)
-        return _colsum(values.astype(dtype)) / jnp.asarray(n, dtype)
+        return blocked_sum(values.astype(dtype)) / jnp.asarray(n, dtype)
     w = weights.astype(dtype)
-    return _safe_divide(_colsum(w[:, None] * values.astype(dtype)), _colsum(w))
+    return safe_divide(blocked_sum(w[:, None] * values.astype(dtype)), blocked_sum(w))
 
 
 def _covered(y: jax.Array, lower: jax.Array, upper: jax.Array) -> jax.Array:
@@ -442,9 +421,9 @@ def classification_mean_width_score(sets: Any, *, weights: Any = None) -> jax.Ar
 
 def _ssc_from_stats(stats) -> SizeStratifiedCoverage:
     return SizeStratifiedCoverage(
-        coverage=_safe_divide(stats.sum_target, stats.weight),
+        coverage=safe_divide(stats.sum_target, stats.weight),
         count=stats.count,
-        mean_size=_safe_divide(stats.sum_score, stats.weight),
+        mean_size=safe_divide(stats.sum_score, stats.weight),
     )
 
 
@@ -468,30 +447,6 @@ def _group_starts(n_eff: jax.Array, num_bins: int) -> jax.Array:
     return b * q + jnp.minimum(b, rem)
 
 
-def _order_statistics(key: jax.Array, positions: jax.Array) -> jax.Array:
-    """``sort(key)[positions]`` for non-negative floats, by bisection on their bit patterns.
-
-    Non-negative IEEE floats (and +inf) order like their bit patterns read as integers.
-    A position past the end gives +inf.
-    """
-    int_type = jnp.int32 if key.dtype.itemsize == 4 else jnp.int64
-    bits = jax.lax.bitcast_convert_type(key, int_type)
-    top = jax.lax.bitcast_convert_type(jnp.asarray(jnp.inf, key.dtype), int_type)
-    lo = jnp.zeros(positions.shape, int_type)
-    hi = jnp.full(positions.shape, top, int_type)
-
-    def halve(_, bounds):  # invariant: the answer lies in [lo, hi]
-        lo, hi = bounds
-        mid = lo + (hi - lo) // 2
-        count = jnp.sum(bits[:, None] <= mid[None, :], axis=0, dtype=jnp.int32)
-        enough = count >= positions + 1
-        return jnp.where(enough, lo, mid + 1), jnp.where(enough, mid, hi)
-
-    steps = 8 * key.dtype.itemsize - 1
-    lo, _ = jax.lax.fori_loop(0, steps, halve, (lo, hi))
-    return jax.lax.bitcast_convert_type(lo, key.dtype)
-
-
 def _rank_groups_by_selection(key: jax.Array, n_eff: jax.Array, num_bins: int) -> jax.Array:
     """Group of each sample (original order) by its stable rank of ``key``, without sorting.
 
@@ -500,7 +455,7 @@ def _rank_groups_by_selection(key: jax.Array, n_eff: jax.Array, num_bins: int) -
     order), with ``v_b`` the key at sorted position p_b.
     """
     starts = _group_starts(n_eff, num_bins)
-    values = _order_statistics(key, starts)
+    values = order_statistics(key, starts)
     below = jnp.sum(key[:, None] < values[None, :], axis=0, dtype=jnp.int32)
     equal = key[:, None] == values[None, :]
     earlier_equal = jnp.cumsum(equal, axis=0, dtype=jnp.int32) - equal.astype(jnp.int32)
@@ -531,10 +486,10 @@ def _regression_ssc_level(y, lower, upper, weights, num_bins):
         n_eff = jnp.sum(positive, dtype=jnp.int32)
     if num_bins - 1 <= _SELECT_MAX_BOUNDARIES:
         groups = _rank_groups_by_selection(key, n_eff, num_bins)
-        return segment_stats(groups, width, covered, num_bins, weights)
+        return bin_sums(groups, width, covered, num_bins, weights)
     order, groups = _rank_groups_by_sort(key, n_eff, num_bins)
     w = None if weights is None else weights[order]
-    return segment_stats(groups, width[order], covered[order], num_bins, w)
+    return bin_sums(groups, width[order], covered[order], num_bins, w)
 
 
 @partial(jax.jit, static_argnames=("num_bins",))
@@ -640,7 +595,7 @@ def _classification_ssc_level(labels, sets, weights, table, n_groups, dtype):
     sizes = jnp.sum(sets, axis=1, dtype=jnp.int32)
     covered = sets[jnp.arange(sets.shape[0]), labels]
     groups = jnp.asarray(table)[sizes]
-    return segment_stats(groups, sizes.astype(dtype), covered, n_groups, weights)
+    return bin_sums(groups, sizes.astype(dtype), covered, n_groups, weights)
 
 
 @partial(jax.jit, static_argnames=("num_bins", "dtype"))
@@ -778,7 +733,7 @@ def _hermite_form(z: jax.Array, b: jax.Array, cell: jax.Array, centre: jax.Array
         for k in range(1, terms):
             chi_prev, chi = chi, alpha[k - 1] * x * chi - beta[k - 1] * chi_prev
             field = field + a[k] * chi
-        contribution = _colsum(jnp.where(valid, b * field, 0)[:, None])[0]
+        contribution = blocked_sum(jnp.where(valid, b * field, 0)[:, None])[0]
         return total + jnp.where(offset == 0, 1, 2).astype(dtype) * contribution
 
     return jax.lax.fori_loop(0, reach + 1, add_cells_at, jnp.zeros((), dtype))
@@ -812,8 +767,8 @@ def _hsic_kernel(y, lower, upper, weights, inv_sqrt_k0, decay):
     z = jnp.abs(upper - lower) * inv_sqrt_k0
     covered = _covered(y, lower, upper).astype(dtype)
     w = jnp.ones((n, 1), dtype) if weights is None else weights[:, None]
-    total = _colsum(w)[0]
-    rate = _safe_divide(_colsum(w * covered), total)
+    total = blocked_sum(w)[0]
+    rate = safe_divide(blocked_sum(w * covered), total)
     b = w * (covered - rate[None, :])
     # Unit cells indexed directly when the spread of z is below N (no sort); else sorted.
     spread = jnp.max(z, axis=0) - jnp.min(z, axis=0)
@@ -826,7 +781,7 @@ def _hsic_kernel(y, lower, upper, weights, inv_sqrt_k0, decay):
     )
     form = jax.vmap(_hermite_form)(*cells)
     scale = 2 * (1 - decay) / jnp.where(total > 1, (total - 1) ** 2, 1)
-    return _finish(jnp.where(total > 1, _safe_sqrt(scale * form), 0), has_levels)
+    return _finish(jnp.where(total > 1, safe_sqrt(scale * form), 0), has_levels)
 
 
 def hsic(
@@ -916,7 +871,7 @@ def _cwc_kernel(y, lower, upper, weights, eta, confidence_level, normalize):
     coverage = _mean(_covered(y, lower, upper), weights, dtype)
     width = _mean(jnp.abs(upper - lower), weights, dtype)
     if normalize:
-        width = _safe_divide(width, _live_range(y, weights))
+        width = safe_divide(width, _live_range(y, weights))
     eta = eta.astype(dtype)
     level = confidence_level.astype(dtype)
     return _finish((1 - width) * jnp.exp(-eta * (coverage - level) ** 2), has_levels)

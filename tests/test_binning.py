@@ -11,9 +11,9 @@ from helpers import x64
 import jaxcal
 from jaxcal._binning import (
     bin_centres,
+    bin_sums,
     edges_bin_index,
     quantile_edges,
-    segment_stats,
     uniform_bin_index,
     uniform_edges,
 )
@@ -101,7 +101,7 @@ def test_weighted_quantiles_match_reference():
         np.testing.assert_array_equal(got, reference.quantile_bin(s, 6, closed, w))
 
 
-def test_segment_stats_sums():
+def test_bin_sums_sums():
     rng = np.random.default_rng(4)
     seg = rng.integers(0, 5, 1000)
     s = rng.random(1000).astype(np.float32)
@@ -109,7 +109,7 @@ def test_segment_stats_sums():
     w = rng.random(1000).astype(np.float32) * (rng.random(1000) < 0.8)
     for weights in (None, w):
         ww = np.ones(1000) if weights is None else weights.astype(np.float64)
-        stats = segment_stats(
+        stats = bin_sums(
             jnp.asarray(seg, jnp.int32),
             jnp.asarray(s),
             jnp.asarray(t),
@@ -132,7 +132,7 @@ def test_counts_stay_exact_beyond_2_to_the_24():
     scores = jnp.full(n, 0.7, jnp.float32)
     correct = (jnp.arange(n) % 5) < 3
     offsets = bin_centres(uniform_edges(15))
-    stats = segment_stats(uniform_bin_index(scores, 15), scores, correct, 15, None, offsets)
+    stats = bin_sums(uniform_bin_index(scores, 15), scores, correct, 15, None, offsets)
     assert int(stats.count.sum()) == n
     assert int(stats.count[10]) == n
     assert int(stats.sum_target[10]) == 12_000_000

@@ -317,25 +317,6 @@ def test_counts_exact_past_two_to_the_24():
     assert float(out["ece"]) < 1e-6  # exactly calibrated: 30% positives at p = 0.3
 
 
-def test_segment_sums_blocked_scalar_scatters():
-    """The additive helper in _binning: (N,) and (N, K) ids, several blocks, vs float64."""
-    from jaxcal._binning import segment_sums
-
-    rng = np.random.default_rng(15)
-    n, k = 1000, 3  # four blocks of 256 rows, the last one partial
-    bins = rng.integers(0, M, (n, k))
-    ids = np.arange(k)[None, :] * M + bins
-    values = rng.random((n, k)).astype(np.float32)
-    got = segment_sums([jnp.asarray(values), jnp.asarray(values**2)], jnp.asarray(ids), k * M)
-    assert got.shape == (2, k * M)
-    for row, v in zip(got, (values, values**2), strict=True):
-        expected = np.zeros(k * M)
-        np.add.at(expected, ids.reshape(-1), v.astype(np.float64).reshape(-1))
-        assert_close(row, expected)
-    flat = segment_sums([jnp.asarray(values[:, 0])], jnp.asarray(bins[:, 0]), M)[0]
-    assert_close(flat, np.bincount(bins[:, 0], weights=values[:, 0], minlength=M))
-
-
 def test_reliability_curve_matches_one_shot():
     probs, labels, weights = _data(10)
     for binary in (False, True):

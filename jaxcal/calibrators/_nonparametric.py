@@ -15,13 +15,14 @@ import numpy as np
 
 from jaxcal._binning import (
     bin_edges_and_index,
+    bin_sums,
     check_binning,
     edges_bin_index,
     quantile_edges,
-    segment_stats,
     uniform_bin_index,
 )
-from jaxcal._checks import check_option, check_positive_int, compute_dtype
+from jaxcal._checks import check_option, check_positive_int
+from jaxcal._numerics import compute_dtype, safe_divide
 from jaxcal.calibrators._base import Calibrator, mark_inputs
 from jaxcal.calibrators._binary import PlattParams, platt_scaling
 from jaxcal.calibrators._inputs import (
@@ -77,10 +78,9 @@ class ScalingBinningParams(NamedTuple):
 
 
 def _bin_means(idx, scores, labels, n_bins, weights, of_scores):
-    stats = segment_stats(idx, scores, labels, n_bins, weights)
-    filled = stats.weight > 0
+    stats = bin_sums(idx, scores, labels, n_bins, weights)
     num = stats.sum_score if of_scores else stats.sum_target
-    return jnp.where(filled, num / jnp.where(filled, stats.weight, 1), 0), filled
+    return safe_divide(num, stats.weight), stats.weight > 0
 
 
 def histogram_binning(

@@ -1,67 +1,6 @@
-"""Streaming and many devices: a mergeable calibration state of per-bin sums.
+"""The calibration state: :func:`init`, :func:`update`, :func:`merge`, :func:`compute`.
 
-Every binned calibration metric and the proper scoring rules are functions of a few sums
-over the data (DESIGN.md, "sufficient statistics first"). :class:`CalibrationState` keeps
-exactly those sums, so an evaluation set can be fed batch by batch (:func:`update`, also
-inside ``jax.lax.scan``), spread over devices and hosts, and reduced at the end:
-
-* :func:`merge` is elementwise addition of the two states' arrays, hence
-  ``jax.lax.psum(state, axis_name)`` inside ``shard_map`` *is* the multi-device merge,
-  and ``jax.jit`` over inputs sharded with ``NamedSharding`` gives the same numbers (XLA
-  inserts the cross-device sum). Nothing is gathered: the state is O(n_bins x K) numbers
-  whatever the number of samples, where torchmetrics and torch-uncertainty keep every
-  prediction and all-gather them.
-  Two JAX details: inside ``shard_map``, a ``lax.scan`` carry started from :func:`init`
-  must be typed as varying across the mesh axis
-  (``jax.lax.pcast(init(...), axis_name, to="varying")``), since each device's sums
-  differ; and a sharded ``jit`` needs ``Auto`` mesh axes (GSPMD propagation). With
-  ``Explicit`` axes (the default of ``jax.make_mesh`` in recent JAX) every scatter and
-  gather would need an explicit output sharding: use ``shard_map`` + ``psum`` there.
-* :func:`compute` turns the sums into the metrics, through the same code as the one-shot
-  functions (``jaxcal._ece.gap_norm`` on ``BinStats``), so that streamed and one-shot
-  values agree to float round-off on the concatenated data.
-
-What the state holds, for M bins and K classes (C the accumulation dtype, float32 by
-default, float64 under ``jax_enable_x64``):
-
-* ``top_count`` int32 ``(K, M)`` and ``top_sums`` C ``(3, K, M)``: per (predicted class,
-  bin of the top-label confidence) the number of samples, their weight, summed confidence
-  and summed correctness. Summed over the predicted class they are the confidence-ECE bins.
-* ``class_count`` int32 ``(K, M)`` and ``class_sums`` C ``(6, K, M)``: per (class k, bin of
-  ``p_k``) the count, weight, sum of ``p_k``, sum of ``1[y = k]``, and the three moments of
-  ``d = p_k - c_b`` (``c_b`` the bin's centre) that make the Brier decomposition's
-  within-bin terms exact: sum of ``d``, ``d^2`` and ``d * 1[y = k]`` (all weighted).
-* ``totals`` C ``(3,)``: total weight, summed Brier score, summed log loss.
-* ``compensation``: the low-order parts of the three float arrays (compensated, i.e.
-  Kahan/Knuth TwoSum, accumulation across updates).
-
-Numerics:
-
-* Counts are int32, exact up to 2**31 - 1 samples per cell (far past float32's 2**24).
-* Within a batch, sums are blocked then added pairwise (``jaxcal._binning.segment_stats``);
-  across batches each sum is accumulated with an error-free transformation (TwoSum) into a
-  (high, low) pair. A stream of a million batches is therefore as accurate as one batch:
-  the float32 result is within a few ulps of the float64 value, not ``n_batches`` ulps.
-  ``merge`` and ``psum`` add the pairs elementwise (one rounding per merge, not per batch).
-* The within-bin variance and covariance need ``sum (f - mean_b)^2``, which one pass can
-  only get as a difference of sums. The textbook ``sum f^2 - (sum f)^2 / n`` cancels
-  catastrophically (both terms ~ n f^2, the result ~ n / (12 M^2)); shifting every ``f`` by
-  its bin's centre first (``|d| <= 1 / (2M)``) keeps both terms within a factor ~3 of the
-  result, so WBV and WBC keep about float32's relative precision (absolute error of order
-  ``eps / M^2``, ~1e-10 in float32 at M = 15). Tests check them against a float64 oracle.
-
-Why quantile (equal-mass) bins cannot stream: their edges are empirical quantiles of the
-*whole* data set, unknown until the stream ends, and a sample's bin (hence every per-bin
-sum) depends on samples not seen yet. Exact one-pass quantiles need memory linear in N
-(Munro & Paterson 1980), which is what streaming avoids; approximate sketches (t-digest,
-KLL) would give approximate edges, and per-bin sums accumulated with provisional edges
-cannot be re-binned. Equal-mass bins need two passes (a first to fix the edges, a second
-to stream with them fixed); only uniform bins, whose edges are known up front, stream.
-
-References:
-  Guo et al. (2017); Kull et al. (2019); Gupta & Ramdas (2021); Murphy (1973); Stephenson,
-  Coelho & Jolliffe (2008); Knuth, TAOCP vol. 2, 4.2.2 (TwoSum); Munro & Paterson (1980),
-  "Selection and sorting with limited storage".
+The package docstring (:mod:`jaxcal.streaming`) explains what the state holds and why.
 """
 
 from __future__ import annotations
@@ -74,36 +13,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._binning import (
-    _BLOCK,
-    CLOSED,
-    BinStats,
-    _radix_tree_sum,
-    bin_centres,
-    segment_stats,
-    segment_sums,
-    uniform_bin_index,
-    uniform_edges,
+from jaxcal._binning import CLOSED, BinMoments, BinStats, uniform_edges
+from jaxcal._checks import check_option, check_positive_int, check_probs_labels
+from jaxcal._confidence import scores_and_targets
+from jaxcal._ece import (
+    AVERAGES,
+    ReliabilityCurve,
+    binned_stats,
+    check_norm,
+    classwise_stats,
+    gap_norm,
+    top_label_group_weights,
 )
-from jaxcal._checks import (
-    check_option,
-    check_positive_int,
-    check_probs_labels,
-    compute_dtype,
-)
-from jaxcal._confidence import top_label
-from jaxcal._ece import AVERAGES, ReliabilityCurve, _safe_divide, check_norm, gap_norm
-
-__all__ = [
-    "CalibrationMetric",
-    "CalibrationState",
-    "clu_metric",
-    "compute",
-    "init",
-    "merge",
-    "reliability_curve",
-    "update",
-]
+from jaxcal._numerics import blocked_sum, compute_dtype, safe_divide, two_sum
+from jaxcal._scoring import brier_per_sample, decomposition_terms, log_loss_per_sample
 
 #: Keys of the dict returned by :func:`compute`, in order.
 OUTPUTS = (
@@ -240,87 +163,38 @@ def _check_state(state: Any, name: str = "state") -> CalibrationState:
     return state
 
 
-def _two_sum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Knuth's TwoSum: ``s = fl(a + b)`` and the exact rounding error ``a + b - s``."""
-    s = a + b
-    b_virtual = s - a
-    a_virtual = s - b_virtual
-    return s, (a - a_virtual) + (b - b_virtual)
-
-
-def _accurate_sum(x: jax.Array) -> jax.Array:
-    """Column sums of ``x`` ``(N, C)``: blocks of ``_BLOCK`` rows, then a radix-32 tree."""
-    n = x.shape[0]
-    pad = -n % _BLOCK
-    x = jnp.concatenate([x, jnp.zeros((pad, x.shape[1]), x.dtype)]) if pad else x
-    return _radix_tree_sum(x.reshape(-1, _BLOCK, x.shape[1]).sum(axis=1))
-
-
 def _batch_sums(probs, labels, weights, n_bins, closed, binary):
-    """Counts and float sums of one batch (the state's layout, in the input's compute dtype)."""
-    if binary:
-        p1 = probs
-        probs = jnp.stack([1 - probs, probs], axis=1)
-    n, k = probs.shape
-    n_cells = k * n_bins
+    """Counts and float sums of one batch (the state's layout, in the input's compute dtype).
+
+    The same per-bin sums as the one-shot metrics (:func:`jaxcal._binning.bin_sums`):
+    top-label cells (predicted class, confidence bin), whose sum over the predicted class
+    is the confidence-ECE bins, and classwise cells (class k, bin of ``p_k``) with the
+    moments of the Brier decomposition.
+    """
     dtype = compute_dtype(probs.dtype)
     w = None if weights is None else weights.astype(dtype)
-    # Scores are summed as deviations from their bin's centre, as the one-shot metrics do.
-    centres = bin_centres(uniform_edges(n_bins, probs.dtype))
-    cell_centres = jnp.tile(centres, k)
-
-    # Top-label: (predicted class, confidence bin) cells; summed over the predicted class
-    # they are the confidence-ECE bins.
-    conf, pred = top_label(probs)
-    cells = pred * n_bins + uniform_bin_index(conf, n_bins, closed)
-    top = segment_stats(cells, conf, pred == labels, n_cells, w, cell_centres)
-
-    # Classwise: column k binned on its own, against 1[y = k], in cells k * M + bin. The
-    # target is one-hot, so its sums need only each row's true-class cell.
-    bins = uniform_bin_index(probs, n_bins, closed)  # (N, K)
-    cells = jnp.arange(k, dtype=jnp.int32)[None, :] * n_bins + bins
-    d = probs.astype(dtype) - centres[bins]
-    true_cell = jnp.take_along_axis(cells, labels[:, None], axis=1)[:, 0]
-    d_true = jnp.take_along_axis(d, labels[:, None], axis=1)[:, 0]
-    if w is None:
-        count = jnp.bincount(cells.reshape(-1), length=n_cells)
-        weight = count.astype(dtype)
-        s_d, s_dd = segment_sums([d, d * d], cells, n_cells)
-        s_o = jnp.bincount(true_cell, length=n_cells).astype(dtype)
-        (s_do,) = segment_sums([d_true], true_cell, n_cells)
-    else:
-        wk = jnp.broadcast_to(w[:, None], (n, k))
-        present = (wk > 0).astype(jnp.int32).reshape(-1)
-        count = jnp.bincount(cells.reshape(-1), weights=present, length=n_cells)
-        weight, s_d, s_dd = segment_sums([wk, wk * d, wk * d * d], cells, n_cells)
-        s_o, s_do = segment_sums([w, w * d_true], true_cell, n_cells)
-    s_f = s_d + cell_centres * weight
-
-    # Running totals: weight, Brier score, log loss (as jaxcal.brier_score / log_loss).
-    eps = jnp.finfo(dtype).eps
-    if binary:
-        q = p1.astype(dtype)
-        brier = (q - (labels == 1).astype(dtype)) ** 2
-        p_true = jnp.where(labels == 1, q, 1 - q)
-    else:
-        p = probs.astype(dtype)
-        onehot = (labels[:, None] == jnp.arange(k, dtype=labels.dtype)[None, :]).astype(dtype)
-        brier = jnp.sum((p - onehot) ** 2, axis=1)
-        p_true = jnp.take_along_axis(p, labels[:, None], axis=1)[:, 0]
-    nll = -jnp.log(jnp.clip(p_true, eps, 1 - eps))
-    per_sample = jnp.stack([jnp.ones(n, dtype), brier, nll], axis=1)
+    per_sample = jnp.stack(
+        [
+            jnp.ones(probs.shape[0], dtype),
+            brier_per_sample(probs, labels),
+            log_loss_per_sample(probs, labels),
+        ],
+        axis=1,
+    )
     if w is not None:
         per_sample = per_sample * w[:, None]
-
-    shape = (k, n_bins)
-    top_sums = jnp.stack([top.weight, top.sum_score, top.sum_target]).reshape(3, *shape)
-    class_sums = jnp.stack([weight, s_f, s_o, s_d, s_dd, s_do]).reshape(6, *shape)
-    return (  # int32 counts (bincount gives int64 under x64)
-        top.count.astype(jnp.int32).reshape(shape),
-        top_sums,
-        count.astype(jnp.int32).reshape(shape),
-        class_sums,
-        _accurate_sum(per_sample),
+    if binary:
+        probs = jnp.stack([1 - probs, probs], axis=1)
+    k = probs.shape[1]
+    conf, correct, pred = scores_and_targets(probs, labels, "confidence")
+    _, top = binned_stats(conf, correct, w, n_bins, "uniform", closed, pred, k)
+    cls, moments = classwise_stats(probs, labels, w, n_bins, "uniform", closed, moments=True)
+    return (
+        top.count,
+        jnp.stack([top.weight, top.sum_score, top.sum_target]),
+        cls.count,
+        jnp.stack([cls.weight, cls.sum_score, cls.sum_target, *moments]),
+        blocked_sum(per_sample),
     )
 
 
@@ -341,7 +215,7 @@ def _update_kernel(state, probs, labels, weights):
     for name, batch, low in zip(
         _FLOAT_FIELDS, (top_sums, class_sums, totals), state.compensation, strict=True
     ):
-        high, err = _two_sum(getattr(state, name), batch.astype(state.dtype))
+        high, err = two_sum(getattr(state, name), batch.astype(state.dtype))
         new_sums.append(high)
         new_comp.append(low + err)
     return dataclasses.replace(
@@ -432,24 +306,6 @@ def _value(state: CalibrationState):
     )
 
 
-def _decomposition(sums, total):
-    """Brier decomposition terms per class from the classwise sums ``(6, K, M)``."""
-    weight, s_f, s_o, s_d, s_dd, s_do = sums
-    f_bin = _safe_divide(s_f, weight)
-    o_bin = _safe_divide(s_o, weight)
-    o_bar = _safe_divide(s_o.sum(axis=1), total)
-    share = _safe_divide(weight, total)
-    rel = jnp.sum(share * (f_bin - o_bin) ** 2, axis=1)
-    res = jnp.sum(share * (o_bin - o_bar[:, None]) ** 2, axis=1)
-    unc = o_bar * (1 - o_bar)
-    # Within-bin (co)variances from the centre-shifted moments (module docstring).
-    wbv = jnp.maximum(s_dd - _safe_divide(s_d * s_d, weight), 0)
-    wbc = s_do - _safe_divide(s_d * s_o, weight)
-    wbv = _safe_divide(wbv.sum(axis=1), total)
-    wbc = 2 * _safe_divide(wbc.sum(axis=1), total)
-    return rel, res, unc, wbv, wbc
-
-
 @partial(jax.jit, static_argnames=("norm", "debias", "average"))
 def _compute_kernel(state, norm, debias, average):
     top_sums, class_sums, totals = _value(state)
@@ -461,14 +317,9 @@ def _compute_kernel(state, norm, debias, average):
         main = BinStats(*(f[1:2] for f in cls))
     else:  # confidence bins: top-label cells summed over the predicted class
         main = BinStats(*(f.sum(axis=0, keepdims=True) for f in top))
-    class_weight = top.weight.sum(axis=1)
-    if average == "sample":
-        group = _safe_divide(class_weight, class_weight.sum())
-    else:
-        present = (class_weight > 0).astype(class_weight.dtype)
-        group = _safe_divide(present, present.sum())
+    group = top_label_group_weights(top, average)
     total = totals[0]
-    rel, res, unc, wbv, wbc = _decomposition(class_sums, total)
+    rel, res, unc, wbv, wbc = decomposition_terms(cls, BinMoments(*class_sums[3:]), total)
     if state.binary:
         rel, res, unc, wbv, wbc = rel[1], res[1], unc[1], wbv[1], wbc[1]
     else:
@@ -478,8 +329,8 @@ def _compute_kernel(state, norm, debias, average):
         "mce": gap_norm(main, one, "max", False),
         "classwise_ece": gap_norm(cls, jnp.full(k, 1 / k, state.dtype), norm, debias),
         "top_label_ece": gap_norm(top, group, norm, debias),
-        "brier": _safe_divide(totals[1], total),
-        "log_loss": _safe_divide(totals[2], total),
+        "brier": safe_divide(totals[1], total),
+        "log_loss": safe_divide(totals[2], total),
         "reliability": rel,
         "resolution": res,
         "uncertainty": unc,
@@ -558,8 +409,8 @@ def _curve_kernel(state):
         edges=uniform_edges(state.n_bins, state.dtype),
         counts=count,
         weights=weight,
-        mean_confidence=_safe_divide(s, weight),
-        mean_accuracy=_safe_divide(t, weight),
+        mean_confidence=safe_divide(s, weight),
+        mean_accuracy=safe_divide(t, weight),
     )
 
 
@@ -577,131 +428,3 @@ def reliability_curve(state: CalibrationState) -> ReliabilityCurve:
       ([2, 2], [0.5, 1.0])
     """
     return _curve_kernel(dataclasses.replace(_check_state(state), closed="right"))
-
-
-# ----------------------------------------------------------------------------------------
-# clu.metrics.Metric protocol adapter (duck-typed: neither clu nor flax is imported).
-
-
-@dataclasses.dataclass(frozen=True)
-class CalibrationMetric:
-    """A ``clu.metrics.Metric``-style wrapper of :class:`CalibrationState`.
-
-    Make a configured class with :func:`clu_metric`; instances hold one ``state`` field and
-    are pytrees. They follow clu's protocol without importing clu or flax:
-    ``empty()``, ``from_model_output(**model_output)``, ``merge(other)``, ``reduce()``
-    (sums a leading device axis, as after ``jax.lax.all_gather``) and ``compute()``, so
-    they go into a ``clu.metrics.Collection`` (``Collection.create(calib=clu_metric(...))``)
-    and through ``gather_from_model_output`` in Flax evaluation loops.
-    """
-
-    state: CalibrationState
-
-    # Configuration, set on the subclasses made by clu_metric.
-    n_bins = 15
-    num_classes = 2
-    closed = "right"
-    binary = False
-    output = None  # or a key of OUTPUTS
-    norm = "l1"
-
-    @classmethod
-    def empty(cls) -> CalibrationMetric:
-        """The metric of no data (``merge`` identity)."""
-        return cls(init(cls.n_bins, cls.num_classes, closed=cls.closed, binary=cls.binary))
-
-    @classmethod
-    def from_model_output(
-        cls,
-        *,
-        labels: Any,
-        probs: Any = None,
-        logits: Any = None,
-        mask: Any = None,
-        weights: Any = None,
-        **_: Any,
-    ) -> CalibrationMetric:
-        """The metric of one batch of model outputs (other keyword outputs are ignored).
-
-        Args:
-          labels: ``(N,)`` int labels.
-          probs: ``(N, K)`` probabilities (``(N,)`` for binary), or else
-          logits: ``(N, K)`` logits (softmax) or ``(N,)`` binary logits (sigmoid).
-          mask: optional ``(N,)`` bool, clu's padding mask (False rows are ignored).
-          weights: optional ``(N,)`` sample weights (multiplied by ``mask``).
-        """
-        if (probs is None) == (logits is None):
-            raise ValueError("Pass exactly one of `probs` and `logits` to from_model_output.")
-        if probs is None:
-            logits = jnp.asarray(logits)
-            probs = jax.nn.sigmoid(logits) if cls.binary else jax.nn.softmax(logits, axis=-1)
-        if mask is not None:
-            mask = jnp.asarray(mask)
-            m = mask.astype(compute_dtype(jnp.asarray(probs).dtype))
-            weights = m if weights is None else jnp.asarray(weights) * m
-        return cls(update(cls.empty().state, probs, labels, weights))
-
-    def merge(self, other: CalibrationMetric) -> CalibrationMetric:
-        """The metric of both streams (``jaxcal.streaming.merge``)."""
-        return type(self)(merge(self.state, other.state))
-
-    def reduce(self) -> CalibrationMetric:
-        """Merge along the leading (device) axis, e.g. after ``jax.lax.all_gather``."""
-        return type(self)(jax.tree_util.tree_map(lambda x: x.sum(axis=0), self.state))
-
-    def compute(self) -> Any:
-        """``compute(state)``'s dict, or its entry ``output`` when the class names one."""
-        out = compute(self.state, norm=self.norm)
-        return out if self.output is None else out[self.output]
-
-    def compute_value(self) -> Any:
-        """clu's ``compute_value``: ``clu.values.Scalar(compute())`` (needs ``output``)."""
-        from clu import values  # only reached from clu's own Collection.compute_values
-
-        return values.Scalar(self.compute())
-
-
-def clu_metric(
-    n_bins: int = 15,
-    num_classes: int = 2,
-    *,
-    closed: str = "right",
-    binary: bool = False,
-    output: str | None = None,
-    norm: str = "l1",
-) -> type[CalibrationMetric]:
-    """A :class:`CalibrationMetric` class configured for ``n_bins`` bins and K classes.
-
-    Args:
-      n_bins, num_classes, closed, binary: as :func:`init`.
-      output: ``None`` (``compute()`` returns the whole dict of :func:`compute`) or one of
-        its keys (``compute()`` returns that 0-d array, which clu's ``compute_value`` and
-        ``Collection.compute_values`` need).
-      norm: passed to :func:`compute`.
-
-    Returns:
-      A subclass of :class:`CalibrationMetric`, registered as a pytree.
-
-    Example:
-      >>> import jax.numpy as jnp
-      >>> ECE = clu_metric(n_bins=2, num_classes=2, output="ece")
-      >>> m = ECE.empty().merge(ECE.from_model_output(
-      ...     probs=jnp.array([[0.9, 0.1], [0.2, 0.8]]), labels=jnp.array([0, 0])))
-      >>> round(float(m.compute()), 4)
-      0.35
-    """
-    init(n_bins, num_classes, closed=closed, binary=binary)  # validates the options
-    if output is not None:
-        check_option("output", output, OUTPUTS)
-    check_norm(norm, False)
-    name = f"CalibrationMetric_{n_bins}x{num_classes}"
-    config = dict(
-        n_bins=n_bins, num_classes=num_classes, closed=closed, binary=binary, output=output
-    )
-    cls = dataclasses.dataclass(frozen=True)(
-        type(name, (CalibrationMetric,), {**config, "norm": norm, "__module__": __name__})
-    )
-    return jax.tree_util.register_dataclass(cls, data_fields=["state"], meta_fields=[])
-
-
-jax.tree_util.register_dataclass(CalibrationMetric, data_fields=["state"], meta_fields=[])
