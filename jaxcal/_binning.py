@@ -120,6 +120,11 @@ def quantile_edges(
 
     Returns:
       ``(M + 1,)`` non-decreasing edges in the scores' compute dtype.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> quantile_edges(jnp.array([0.1, 0.2, 0.3, 0.4, 0.6, 0.9]), 3).tolist()  # doctest: +ELLIPSIS
+      [0.0, 0.2..., 0.4..., 1.0]
     """
     dtype = compute_dtype(scores.dtype)
     s = scores.astype(dtype)

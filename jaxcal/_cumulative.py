@@ -84,7 +84,13 @@ class TestResult(NamedTuple):
 
 
 class CalibrationTests(NamedTuple):
-    """The three tests of :func:`calibration_tests`, each a :class:`TestResult`."""
+    """The three tests of :func:`calibration_tests`, each a :class:`TestResult`.
+
+    Attributes:
+      ks: Kolmogorov-Smirnov statistic and p-value (:func:`ks_test`).
+      kuiper: Kuiper statistic and p-value (:func:`kuiper_test`).
+      spiegelhalter: Spiegelhalter's Z and p-value (:func:`spiegelhalter_test`).
+    """
 
     ks: TestResult
     kuiper: TestResult

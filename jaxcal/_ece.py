@@ -169,8 +169,9 @@ def ece(
 
     References:
       Naeini, Cooper & Hauskrecht (2015); Guo et al. (2017); Kumar, Liang & Ma (2019),
-      "Verified Uncertainty Calibration"; Silva Filho et al. (2023), the ECML-PKDD
-      calibration tutorial (worked example in ``shared/seeds``).
+      "Verified Uncertainty Calibration"; Silva Filho et al. (2023), "Classifier
+      calibration: a survey on how to assess and improve predicted class probabilities"
+      (the ECML-PKDD calibration tutorial and its worked example).
     """
     n_bins = check_binning(n_bins, binning, closed)
     check_norm(norm, debias)
@@ -178,19 +179,48 @@ def ece(
     return _ece_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias)
 
 
-def mce(probs: Any, labels: Any, **kwargs: Any) -> jax.Array:
-    """Maximum calibration error: ``ece(probs, labels, norm="max", **kwargs)``.
+def mce(
+    probs: Any,
+    labels: Any,
+    *,
+    n_bins: int = 15,
+    binning: str = "uniform",
+    closed: str = "right",
+    weights: Any = None,
+    **unexpected: Any,
+) -> jax.Array:
+    """Maximum calibration error: ``ece(probs, labels, norm="max", ...)``.
 
-    The largest |accuracy - confidence| gap over non-empty bins (Naeini et al. 2015).
+    The largest |accuracy - confidence| gap over non-empty bins, binned exactly as
+    :func:`ece` bins (binary for 1-D ``probs``, top-label confidence for 2-D):
+
+    .. math::
+       \\mathrm{MCE} = \\max_{b: W_b > 0} |\\bar y_b - \\bar p_b|
+
+    Args: as :func:`ece` (there is no ``norm``: it is always the max).
+
+    Returns:
+      0-d array; 0 for zero total weight.
 
     Example:
       >>> import jax.numpy as jnp
       >>> round(float(mce(jnp.array([0.1, 0.4, 0.8, 0.9]), jnp.array([0, 1, 1, 1]), n_bins=2)), 4)
       0.25
+
+    References:
+      Naeini, Cooper & Hauskrecht (2015), "Obtaining well calibrated probabilities using
+      Bayesian binning".
     """
-    if "norm" in kwargs:
-        raise ValueError("`norm` cannot be passed to mce: it is always 'max'.")
-    return ece(probs, labels, norm="max", **kwargs)
+    if unexpected:  # a ValueError that says why, not Python's TypeError
+        name = next(iter(unexpected))
+        if name == "norm":
+            raise ValueError("`norm` cannot be passed to mce: it is always 'max'.")
+        raise ValueError(
+            f"`{name}` is not an option of mce; it takes n_bins, binning, closed, weights."
+        )
+    return ece(
+        probs, labels, n_bins=n_bins, binning=binning, norm="max", closed=closed, weights=weights
+    )
 
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias"))

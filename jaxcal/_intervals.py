@@ -49,7 +49,12 @@ INTERVAL_METHODS = ("wilson", "clopper-pearson")
 
 
 class BinomialInterval(NamedTuple):
-    """Bounds of a confidence interval for a binomial proportion (arrays of one shape)."""
+    """Bounds of a confidence interval for a binomial proportion (arrays of one shape).
+
+    Attributes:
+      low: lower bounds, in [0, 1].
+      high: upper bounds, in [0, 1].
+    """
 
     low: jax.Array
     high: jax.Array

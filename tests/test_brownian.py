@@ -172,6 +172,7 @@ def test_sf_is_positive_where_mapie_goes_negative():
     _, sf, _ = _ours("max", xs)
     _, sf_range, _ = _ours("range", xs)
     assert np.all(sf > 0) and np.all(sf_range > 0)
+    # relative accuracy of tiny tails (atol=0: absolute would pass any value near 0)
     assert_close(sf, ref_ks, rtol=1e-8, atol=0)
     assert_close(sf_range, ref_ku, rtol=1e-8, atol=0)
 
@@ -221,6 +222,7 @@ def test_density_from_grad_integrates_to_one_and_matches_mpmath(kind):
     density, _ = _ours(kind, points, order=1)
     with mp.workdps(_DPS):
         ref = [float(mp.diff(theta, mp.mpf(x))) for x in points]
+    # mpmath's numerical derivative at 50 digits: float64 round-off of the series
     assert_close(density, np.array(ref), rtol=1e-10, atol=0)
 
 
@@ -261,6 +263,7 @@ def test_limits_monotonicity_and_complement(kind):
     assert np.isfinite(log_sf[-2]) and log_sf[-2] < -1e59
     assert np.all(np.diff(cdf) >= 0) and np.all(np.diff(sf) <= 0) and np.all(np.diff(log_sf) <= 0)
     assert np.all((cdf >= 0) & (cdf <= 1) & (sf >= 0) & (sf <= 1))
+    # one float64 rounding of each of cdf and sf (eps/2 = 1.1e-16)
     assert_close(cdf + sf, np.ones_like(cdf), rtol=0, atol=2e-16)
 
 

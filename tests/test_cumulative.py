@@ -84,6 +84,7 @@ def test_statistics_and_p_values_match_mapie_on_distinct_scores():
             assert float(r.kuiper.statistic) >= float(r.ks.statistic)
             if cum.min() < 0 < cum.max():
                 kuiper_sign_change += 1
+                # MAPIE computes in float32 from unsorted cumulative sums
                 assert_close(r.kuiper.statistic, mapie.kuiper_statistic(y, s), rtol=1e-6)
                 assert_close(r.kuiper.p_value, mapie.kuiper_p_value(y, s), rtol=1e-6)
             else:
@@ -133,6 +134,7 @@ def test_heavy_ties_and_weights_match_the_oracle(weighted):
         idx = np.flatnonzero(ends)
         for a, b in itertools.pairwise(idx):
             line = np.linspace(c.differences[a], c.differences[b], b - a + 1)
+            # float64 linear interpolation of O(1) values: a few ulps absolute
             assert_close(c.differences[a : b + 1], line, rtol=0, atol=1e-15)
         assert c.abscissa[0] == 0 and c.abscissa[-1] == pytest.approx(1, abs=1e-15)
         assert np.all(np.diff(c.abscissa) >= 0)
@@ -182,7 +184,7 @@ def test_weights_ones_scale_and_padding():
         plain = jaxcal.calibration_tests(s, y)
         ones = jaxcal.calibration_tests(s, y, weights=np.ones(200))
         for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(ones), strict=True):
-            assert_close(a, b, rtol=1e-14, atol=0)
+            assert_close(a, b, rtol=1e-14, atol=0)  # ones are not special-cased: round-off
         weighted = jaxcal.calibration_tests(s, y, weights=w)
         scaled = jaxcal.calibration_tests(s, y, weights=3.7 * w)
         for a, b in zip(jax.tree.leaves(weighted), jax.tree.leaves(scaled), strict=True):
@@ -292,6 +294,7 @@ def test_vmap_over_a_batch_of_300_datasets():
         n = int(lengths[i])
         ks, kuiper, z, *_ = oracle(np.asarray(s[i, :n]), np.asarray(y[i, :n]))
         stats_i = [masked.ks.statistic[i], masked.kuiper.statistic[i]]
+        # float32 statistics against the float64 oracle; Z divides by a float32 variance
         assert_close(np.array(stats_i), np.array([ks, kuiper]), rtol=2e-5, atol=0)
         assert_close(masked.spiegelhalter.statistic[i], z, rtol=1e-4, atol=1e-5)
 

@@ -150,6 +150,7 @@ def test_float32_matches_float64_reference():
     probs, labels, _ = _random_case(1, n=2000, k=10)
     got = jaxcal.ece(probs.astype(np.float32), labels)
     assert got.dtype == jnp.float32
+    # float32 sums of 2000 terms of size ~0.1: a few ulps of 1e-1 absolute
     assert_close(got, reference.ece(probs.astype(np.float32), labels, dtype=np.float32), atol=1e-6)
 
 
@@ -166,25 +167,25 @@ class TestPeers:
             assert_close(
                 jaxcal.ece(probs, labels, n_bins=10),
                 expected_calibration_error(correct, probs, num_bins=11),
-                rtol=1e-9,
+                rtol=1e-9,  # MAPIE sums per sample in another order: float64 round-off
             )
             binary = probs[:, 0]
             assert_close(
                 jaxcal.ece(binary, (labels == 0).astype(int), n_bins=10),
                 expected_calibration_error((labels == 0).astype(int), binary, num_bins=11),
-                rtol=1e-9,
+                rtol=1e-9,  # MAPIE sums per sample in another order: float64 round-off
             )
             assert_close(
                 jaxcal.classwise_ece(probs, labels, n_bins=10),
                 expected_calibration_error(
                     None, probs, num_bins=11, classwise=True, class_labels=labels
                 ),
-                rtol=1e-9,
+                rtol=1e-9,  # MAPIE sums per sample in another order: float64 round-off
             )
             assert_close(
                 jaxcal.top_label_ece(probs, labels, n_bins=10),
                 top_label_ece(labels, probs, num_bins=11),
-                rtol=1e-9,
+                rtol=1e-9,  # MAPIE sums per sample in another order: float64 round-off
             )
 
     def test_sklearn_calibration_curve(self):
@@ -237,7 +238,7 @@ def test_real_data_with_exact_zeros_ones_and_ties(digits_models):
                 assert_close(
                     jaxcal.top_label_ece(probs, labels, n_bins=15),
                     top_label_ece(labels, probs, num_bins=16),
-                    rtol=1e-9,
+                    rtol=1e-9,  # MAPIE sums per sample in another order: float64 round-off
                 )
         assert 0 <= float(jaxcal.ece(probs.astype(np.float32), labels)) <= 1
 
@@ -294,7 +295,7 @@ class TestTransformations:
             want = reference.ece(
                 np.asarray(low.astype(jnp.float32)), labels, 15, dtype=np.dtype(dtype)
             )
-            assert_close(got, want, atol=1e-6)
+            assert_close(got, want, atol=1e-6)  # float32 accumulation of ~0.1-sized terms
 
 
 class TestWeights:
@@ -376,9 +377,12 @@ def test_properties_bounds_permutation_and_weight_scale(p, y, perm_seed, scale):
     for opts in ({}, {"binning": "quantile"}, {"norm": "max"}):
         value = float(jaxcal.ece(p, y, n_bins=6, weights=w, **opts))
         assert 0 <= value <= 1
+        # a permutation or a rescaling changes the float32 summation order and the
+        # rounding of the weights: a few ulps of the O(1) per-bin means
         assert_close(
             jaxcal.ece(p[perm], y[perm], n_bins=6, weights=w[perm], **opts), value, atol=1e-6
         )
+        # rescaled weights round differently in float32 (sums of ~24 terms)
         assert_close(jaxcal.ece(p, y, n_bins=6, weights=w * scale, **opts), value, atol=1e-5)
 
 

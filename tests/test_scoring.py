@@ -77,7 +77,7 @@ def test_decomposition_matches_reference_and_is_exact(k):
         + d32.within_bin_variance
         - d32.within_bin_covariance
     )
-    assert_close(identity, d32.brier, atol=1e-6)
+    assert_close(identity, d32.brier, atol=1e-6)  # float32 sums of O(1) terms: a few ulps
 
 
 def test_decomposition_weighted_quantile_and_jit():
@@ -95,12 +95,12 @@ def test_decomposition_weighted_quantile_and_jit():
             + d.within_bin_variance
             - d.within_bin_covariance
         )
-        assert_close(identity, d.brier, atol=1e-6)
+        assert_close(identity, d.brier, atol=1e-6)  # float32 sums of O(1) terms: a few ulps
     rep = np.random.default_rng(0).integers(0, 3, 250)
     assert_close(
         np.array(jaxcal.brier_decomposition(probs, labels, weights=rep.astype(np.float32))),
         np.array(jaxcal.brier_decomposition(np.repeat(probs, rep, 0), np.repeat(labels, rep))),
-        atol=1e-6,
+        atol=1e-6,  # weights against repetition: float32 sums in another order
     )
 
 
@@ -124,6 +124,6 @@ def test_real_data_decomposition_and_scores():
 def test_grad_of_scores():
     probs, labels, _ = _case(4, n=50, k=3)
     g = jax.grad(lambda p: jaxcal.brier_score(p, labels))(probs.astype(np.float32))
-    assert_close(g, 2 * (probs - np.eye(3)[labels]) / 50, atol=1e-6)
+    assert_close(g, 2 * (probs - np.eye(3)[labels]) / 50, atol=1e-6)  # float32 gradient
     g = jax.grad(lambda p: jaxcal.log_loss(p, labels))(probs.astype(np.float32))
     assert np.isfinite(np.asarray(g)).all()

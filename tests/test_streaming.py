@@ -298,6 +298,7 @@ def test_compensated_accumulation_over_many_batches():
     assert_close(out["brier"], (1 - np.float64(np.float32(0.55))) ** 2, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_counts_exact_past_two_to_the_24():
     """2**24 + 1e5 samples of one value: int32 counts and float weights stay exact."""
     batch = 100_000

@@ -25,6 +25,9 @@ class CalibrationMetric:
     (sums a leading device axis, as after ``jax.lax.all_gather``) and ``compute()``, so
     they go into a ``clu.metrics.Collection`` (``Collection.create(calib=clu_metric(...))``)
     and through ``gather_from_model_output`` in Flax evaluation loops.
+
+    Attributes:
+      state: the :class:`CalibrationState` of the batches seen so far.
     """
 
     state: CalibrationState
