@@ -25,7 +25,7 @@ from jaxcal._ece import (
     gap_norm,
     top_label_group_weights,
 )
-from jaxcal._numerics import blocked_sum, compute_dtype, safe_divide, two_sum
+from jaxcal._numerics import compute_dtype, safe_divide, two_sum
 from jaxcal._scoring import brier_per_sample, decomposition_terms, log_loss_per_sample
 
 #: Keys of the dict returned by :func:`compute`, in order.
@@ -194,7 +194,7 @@ def _batch_sums(probs, labels, weights, n_bins, closed, binary):
         jnp.stack([top.weight, top.sum_score, top.sum_target]),
         cls.count,
         jnp.stack([cls.weight, cls.sum_score, cls.sum_target, *moments]),
-        blocked_sum(per_sample),
+        jnp.sum(per_sample, axis=0),
     )
 
 
