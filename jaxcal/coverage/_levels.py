@@ -1,0 +1,52 @@
+"""The level axis of the coverage kernels, and the per-level means they share.
+
+Every kernel works on a level axis: intervals ``(N, L)``, set masks ``(N, K, L)``, one
+level being ``L = 1``. The public functions accept inputs without that axis; the kernels
+add it on entry (:func:`as_levels`, :func:`sets_with_levels`) and drop it from their
+outputs again (:func:`squeeze_levels`), so one code path serves both shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxcal._numerics import blocked_sum, safe_divide
+
+
+def level_mean(values: jax.Array, weights: jax.Array | None, dtype) -> jax.Array:
+    """(Weighted) mean over axis 0 of ``values`` ``(N, L)``; bool values count exactly.
+
+    Float sums are :func:`jaxcal._numerics.blocked_sum` (``weighted_mean`` there leaves
+    dense sums to XLA's reductions; these keep the blocked sums they were tested with).
+    """
+    n = values.shape[0]
+    if weights is None:
+        if values.dtype == jnp.bool_:
+            hits = jnp.sum(values, axis=0, dtype=jnp.int32)
+            return hits.astype(dtype) / jnp.asarray(n, dtype)
+        return blocked_sum(values.astype(dtype)) / jnp.asarray(n, dtype)
+    w = weights.astype(dtype)
+    return safe_divide(blocked_sum(w[:, None] * values.astype(dtype)), blocked_sum(w))
+
+
+def is_covered(y: jax.Array, lower: jax.Array, upper: jax.Array) -> jax.Array:
+    """``lower <= y <= upper`` per level, shape ``(N, L)`` (MAPIE's closed interval)."""
+    return (lower <= y[:, None]) & (y[:, None] <= upper)
+
+
+def as_levels(x: jax.Array) -> jax.Array:
+    """Interval bounds ``(N,)`` or ``(N, L)`` as ``(N, L)``."""
+    return x if x.ndim == 2 else x[:, None]
+
+
+def sets_with_levels(sets: jax.Array) -> jax.Array:
+    """A set mask ``(N, K)`` or ``(N, K, L)`` as ``(N, K, L)``."""
+    return sets if sets.ndim == 3 else sets[:, :, None]
+
+
+def squeeze_levels(out: Any, has_levels: bool) -> Any:
+    """Drop the level axis (the leading axis of each output) when the input had none."""
+    return out if has_levels else jax.tree.map(lambda a: a[0], out)
