@@ -110,22 +110,6 @@ def tree_sum(x: jax.Array, radix: int = TREE_RADIX) -> jax.Array:
     return x[0] if x.shape[0] == 1 else jnp.zeros(x.shape[1:], x.dtype)
 
 
-def blocked_sum(x: jax.Array) -> jax.Array:
-    """Sum over axis 0, accurate for any number of rows: blocks of ``BLOCK``, then a tree.
-
-    Example:
-      >>> import jax.numpy as jnp
-      >>> x = jnp.full(10**6, 0.1, jnp.float32)  # a running float32 sum gives 100958.34
-      >>> round(float(blocked_sum(x)), 1)  # the exact sum is 100000.0015
-      100000.0
-    """
-    n = x.shape[0]
-    pad = -n % BLOCK
-    if pad:
-        x = jnp.concatenate([x, jnp.zeros((pad, *x.shape[1:]), x.dtype)])
-    return tree_sum(x.reshape(-1, BLOCK, *x.shape[1:]).sum(axis=1))
-
-
 def block_segment_ids(segment_ids: jax.Array, num_segments: int) -> tuple[jax.Array, int]:
     """Flat ``block * S + segment`` ids for blocks of ``BLOCK`` consecutive rows.
 

@@ -26,9 +26,9 @@ rejects inf and all-NaN arrays), labels in range, set masks holding 0/1, option 
 :func:`regression_mwi_score`; the Winkler score reorders them as MAPIE does. Traced crossed
 intervals get MAPIE's meaning: they never cover, and their width is ``|upper - lower|``.
 
-Sums over samples are blocked, then added by a radix tree (``jaxcal._numerics.blocked_sum``;
-float32 means keep ~1e-6 relative accuracy at large N; tested at N = 1e6) and coverage
-counts are int32, exact.
+Sums over samples are XLA's tree-shaped reductions (see :mod:`jaxcal._numerics`; float32
+means keep ~1e-6 relative accuracy at large N, tested at N = 1e6) and coverage counts are
+int32, exact.
 
 Modules: ``_checks`` (validation of intervals, sets, levels and options), ``_levels`` (the
 level axis and the per-level means every kernel shares), ``_intervals`` (coverage, width,

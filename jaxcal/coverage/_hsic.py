@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcal._checks import check_positive_float
-from jaxcal._numerics import blocked_sum, safe_divide, safe_sqrt
+from jaxcal._numerics import safe_divide, safe_sqrt
 from jaxcal.coverage._checks import check_intervals
 from jaxcal.coverage._levels import as_levels, is_covered, squeeze_levels
 
@@ -62,7 +62,7 @@ def _hermite_form(z: jax.Array, b: jax.Array, cell: jax.Array, centre: jax.Array
         for k in range(1, terms):
             chi_prev, chi = chi, alpha[k - 1] * x * chi - beta[k - 1] * chi_prev
             field = field + a[k] * chi
-        contribution = blocked_sum(jnp.where(valid, b * field, 0)[:, None])[0]
+        contribution = jnp.sum(jnp.where(valid, b * field, 0), axis=0)
         return total + jnp.where(offset == 0, 1, 2).astype(dtype) * contribution
 
     return jax.lax.fori_loop(0, reach + 1, add_cells_at, jnp.zeros((), dtype))
@@ -96,8 +96,8 @@ def _hsic_kernel(y, lower, upper, weights, inv_sqrt_k0, decay):
     z = jnp.abs(upper - lower) * inv_sqrt_k0
     covered = is_covered(y, lower, upper).astype(dtype)
     w = jnp.ones((n, 1), dtype) if weights is None else weights[:, None]
-    total = blocked_sum(w)[0]
-    rate = safe_divide(blocked_sum(w * covered), total)
+    total = jnp.sum(w, axis=0)
+    rate = safe_divide(jnp.sum(w * covered, axis=0), total)
     b = w * (covered - rate[None, :])
     # Unit cells indexed directly when the spread of z is below N (no sort); else sorted.
     spread = jnp.max(z, axis=0) - jnp.min(z, axis=0)

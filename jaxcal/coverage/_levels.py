@@ -13,23 +13,23 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcal._numerics import blocked_sum, safe_divide
+from jaxcal._numerics import safe_divide
 
 
 def level_mean(values: jax.Array, weights: jax.Array | None, dtype) -> jax.Array:
     """(Weighted) mean over axis 0 of ``values`` ``(N, L)``; bool values count exactly.
 
-    Float sums are :func:`jaxcal._numerics.blocked_sum` (``weighted_mean`` there leaves
-    dense sums to XLA's reductions; these keep the blocked sums they were tested with).
+    Float sums are XLA's tree-shaped reductions (see :mod:`jaxcal._numerics`); counts of
+    bool values are int32, exact.
     """
     n = values.shape[0]
     if weights is None:
         if values.dtype == jnp.bool_:
             hits = jnp.sum(values, axis=0, dtype=jnp.int32)
             return hits.astype(dtype) / jnp.asarray(n, dtype)
-        return blocked_sum(values.astype(dtype)) / jnp.asarray(n, dtype)
+        return jnp.sum(values.astype(dtype), axis=0) / jnp.asarray(n, dtype)
     w = weights.astype(dtype)
-    return safe_divide(blocked_sum(w[:, None] * values.astype(dtype)), blocked_sum(w))
+    return safe_divide(jnp.sum(w[:, None] * values.astype(dtype), axis=0), jnp.sum(w))
 
 
 def is_covered(y: jax.Array, lower: jax.Array, upper: jax.Array) -> jax.Array:
