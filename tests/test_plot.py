@@ -99,7 +99,7 @@ def test_binary_diagram_draws_one_marker_per_nonempty_bin():
     nonempty = count > 0
     assert x.size == nonempty.sum()
     assert_close(x, conf[nonempty], rtol=1e-5)  # float32 bin means against float64
-    assert_close(yy, acc[nonempty], rtol=1e-5)
+    assert_close(yy, acc[nonempty], rtol=1e-5)  # likewise
     curve = jaxcal.reliability_curve(p, y, n_bins=M)
     assert_close(x, np.asarray(curve.mean_confidence)[nonempty])
     # The histogram beneath: one step per bin, the bin counts, on the uniform edges.
@@ -172,6 +172,7 @@ def test_confidence_diagram_and_overlay_of_several_models():
     drawn = _all_markers(d.ax)
     conf, correct = jaxcal.confidence_and_correctness(q, y)
     count, mean_conf, mean_acc = _numpy_bins(conf, correct, M)
+    # The drawn markers are float32 bin means (as float64), the oracle float64 means.
     assert_close(drawn[1][0], mean_conf[count > 0], rtol=1e-5)
     assert_close(drawn[1][1], mean_acc[count > 0], rtol=1e-5)
     n_axes = len(d.figure.axes)
@@ -191,7 +192,7 @@ def test_classwise_draws_one_panel_per_class():
     for k in range(3):
         count, conf, _ = _numpy_bins(p[:, k], y == k, M)
         x, _ = _markers(d.ax[k])
-        assert_close(x, conf[count > 0], rtol=1e-5)
+        assert_close(x, conf[count > 0], rtol=1e-5)  # float32 bin means against float64
         assert d.ax[k].get_title() == f"class {k}"
         text = d.ax[k].get_legend().get_texts()[1].get_text()
         assert text == f"ECE = {float(jaxcal.ece(p[:, k], y == k, n_bins=M)):.4f}"
@@ -216,6 +217,8 @@ def test_logit_axis_and_quantile_bins_render_without_warnings():
     assert x.size == M and np.all((0 < yy) & (yy < 1)) and np.all((0 < x) & (x < 1))
     (stairs,) = _counts(d.hist_ax)
     assert stairs.get_data().values.sum() == N  # equal-mass bins hold every sample
+    ece = float(jaxcal.ece(p, y, n_bins=M, binning="quantile"))
+    assert d.ax.get_legend().get_texts()[1].get_text() == f"ECE = {ece:.4f}"
     buf = io.BytesIO()
     d.figure.savefig(buf, format="png")  # warnings are errors in this suite
     assert buf.getvalue()[:8] == b"\x89PNG\r\n\x1a\n" and len(buf.getvalue()) > 10_000
@@ -227,7 +230,7 @@ def test_cumulative_plot_draws_the_path_and_its_p_values():
     (line,) = [ln for ln in ax.get_lines() if ln.get_gid() == "jaxcal-cumulative"]
     order = np.argsort(p, kind="stable")
     expected = np.concatenate([[0], np.cumsum(y[order] - p[order].astype(np.float64)) / N])
-    assert_close(np.asarray(line.get_xdata()), np.arange(N + 1) / N, atol=1e-6)
+    assert_close(np.asarray(line.get_xdata()), np.arange(N + 1) / N, atol=1e-6)  # float32 k/N
     assert_close(np.asarray(line.get_ydata()), expected, atol=1e-5)  # float32 running sum
     ks, kuiper = jaxcal.ks_test(p, y), jaxcal.kuiper_test(p, y)
     text = ax.get_legend().get_texts()[0].get_text()
@@ -236,6 +239,7 @@ def test_cumulative_plot_draws_the_path_and_its_p_values():
     (tri,) = [c for c in ax.patches if c.get_gid() == "jaxcal-triangle"]
     sigma = np.sqrt(np.sum(p.astype(np.float64) * (1 - p))) / N
     heights = tri.get_xy()[:, 1]
+    # sigma is computed in float32 (drawn as float64), the oracle in float64.
     assert_close([heights.min(), heights.max()], [-2 * sigma, 2 * sigma], rtol=1e-5)
 
 

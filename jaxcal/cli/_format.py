@@ -1,0 +1,204 @@
+"""Writing ``jaxcal report``'s results: the table on stdout, the JSON document, the figure.
+
+The table and the JSON document are built from the host floats of
+:func:`jaxcal.cli._report.compute_report` and :func:`jaxcal.cli._fit.compute_fit`; the
+figure (``--plot``, matplotlib imported only then) from the models' predictions.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import jaxcal
+from jaxcal.cli._io import InputError, Model
+from jaxcal.cli._report import DECOMPOSITION, ROW_ORDER, metric_specs
+from jaxcal.plot import cumulative_differences_plot, reliability_diagram
+
+
+def _num(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    return f"{x:.4f}"
+
+
+def format_p(p: float, log10_p: float) -> str:
+    """A p-value: four decimals, or mantissa and exponent (from its log) when below 1e-4."""
+    if p >= 1e-4 or not math.isfinite(log10_p):
+        return f"{p:.4f}"
+    exponent = math.floor(log10_p)
+    return f"{10 ** (log10_p - exponent):.1f}e{exponent}"
+
+
+def _table(rows: list[list[str]], out, indent: str = "") -> None:
+    """Left-aligned first column, right-aligned others, a rule under the header."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for j, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0])]
+        cells += [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
+        print(indent + "  ".join(cells).rstrip(), file=out)
+        if j == 0:
+            print(indent + "  ".join("-" * w for w in widths), file=out)
+
+
+def print_report(models: list[Model], results: list[dict], settings: dict, out) -> None:
+    """The human-readable report."""
+    print("jaxcal report", file=out)
+    for model in models:
+        shape = "binary (N,)" if model.probs.ndim == 1 else f"{model.probs.shape[1]} classes"
+        print(
+            f"  {model.name}: {model.source}\n    N = {model.probs.shape[0]}, {shape}, "
+            f"from {model.inputs}",
+            file=out,
+        )
+    n_bins, resamples = settings["n_bins"], settings["resamples"]
+    pct = round(100 * settings["confidence"])
+    print(
+        f"\nMetrics, with {pct}% percentile bootstrap intervals ({resamples} resamples, "
+        f"seed {settings['seed']})",
+        file=out,
+    )
+    labels = {key: label for key, label, _ in metric_specs(n_bins, False)}
+    labels["positive_rate"] = "positive rate"
+    labels["mce"] = "MCE (max gap)"
+    labels.update({key: label for key, label, _ in DECOMPOSITION})
+    present = {key for r in results for key in r["metrics"]}
+    rows = [["metric"] + [h for m in models for h in (f"{pct}% interval", m.name)]]
+    for key in ROW_ORDER:
+        if key in present:
+            rows.append([labels[key], *_cells(results, key)])
+    _table(rows, out)
+    print(
+        "  Binned ECEs are biased upwards: for a well-calibrated model their interval can lie\n"
+        "  above the estimate (the debiased l2 ECE corrects for it); MCE has no interval.",
+        file=out,
+    )
+    print("\nTests of calibration (p-values; small means miscalibrated)", file=out)
+    rows = [["test"] + [h for m in models for h in (m.name, "p-value")]]
+    tests = (
+        ("ks", "Kolmogorov-Smirnov (cumulative)"),
+        ("kuiper", "Kuiper (cumulative)"),
+        ("spiegelhalter", "Spiegelhalter Z (two-sided)"),
+        ("ece_consistency", f"ECE consistency ({resamples} resamples)"),
+    )
+    for key, label in tests:
+        row = [label]
+        for r in results:
+            t = r["tests"][key]
+            row += [_num(t["statistic"]), format_p(t["p_value"], t["log10_p_value"])]
+        rows.append(row)
+    _table(rows, out)
+    print(
+        "  KS/Kuiper/Spiegelhalter test the top-label confidence (multiclass) or the "
+        "positive class (binary);\n  ECE consistency p = (1 + #{resampled ECE >= ECE}) / "
+        f"(1 + {resamples}), labels drawn from the predictions.",
+        file=out,
+    )
+    if all(r.get("fit") for r in results):
+        _print_fit(models, results, settings, out)
+
+
+def _cells(results: list[dict], key: str) -> list[str]:
+    cells = []
+    for r in results:
+        m = r["metrics"].get(key)
+        if m is None:
+            cells += ["", ""]
+        elif m["low"] is None:
+            cells += ["", _num(m["value"])]
+        else:
+            cells += [f"[{_num(m['low'])}, {_num(m['high'])}]", _num(m["value"])]
+    return cells
+
+
+FIT_LABELS = {
+    "uncalibrated": "uncalibrated",
+    "temperature_scaling": "temperature scaling",
+    "top_label_platt": "top-label Platt",
+    "top_label_isotonic": "top-label isotonic",
+    "platt": "Platt scaling",
+    "isotonic": "isotonic regression",
+}
+
+
+def _print_fit(models, results, settings, out) -> None:
+    n_bins = settings["n_bins"]
+    print(
+        f"\nCalibrators, cross-fitted ({settings['folds']} folds, seed {settings['seed']}): "
+        "metrics of the held-out predictions",
+        file=out,
+    )
+    for model, r in zip(models, results, strict=True):
+        fit = r["fit"]
+        source = "logits" if fit["temperature_inputs"] == "logits" else "log-probabilities"
+        note = "" if source == "logits" else " (the file has no logits)"
+        print(f"  {model.name}: temperature scaling fitted on {source}{note}", file=out)
+        rows = [["calibrator", f"ECE ({n_bins} bins)", "log loss", "Brier", "accuracy"]]
+        for name, m in fit["results"].items():
+            rows.append(
+                [FIT_LABELS[name], *(_num(m[k]) for k in ("ece", "log_loss", "brier", "accuracy"))]
+            )
+        _table(rows, out, indent="  ")
+
+
+def _json_safe(x):
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    return x
+
+
+def report_json(models: list[Model], results: list[dict], settings: dict) -> dict:
+    """The ``--json`` document (schema in ``jaxcal report --help``: :mod:`jaxcal.cli._main`)."""
+    return _json_safe(
+        {
+            "schema": "jaxcal.report/1",
+            "jaxcal_version": jaxcal.__version__,
+            "settings": settings,
+            "models": [
+                {
+                    "name": m.name,
+                    "source": m.source,
+                    "n": int(m.probs.shape[0]),
+                    "num_classes": 2 if m.probs.ndim == 1 else int(m.probs.shape[1]),
+                    "binary": m.probs.ndim == 1,
+                    "inputs": m.inputs,
+                    "metrics": r["metrics"],
+                    "tests": r["tests"],
+                    "fit": r.get("fit"),
+                }
+                for m, r in zip(models, results, strict=True)
+            ],
+        }
+    )
+
+
+def write_plot(models: list[Model], path: Path, *, n_bins: int, n_resamples: int, seed: int):
+    """Reliability diagram (models overlaid) and cumulative differences, side by side."""
+    try:
+        import matplotlib
+    except ImportError as err:
+        raise InputError('--plot needs matplotlib: pip install "jaxcal[plot]".') from err
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 6.2))
+    groups: dict[tuple, list[Model]] = {}
+    for m in models:  # models of different shapes or labels cannot share one call
+        groups.setdefault((m.probs.shape, m.labels.tobytes()), []).append(m)
+    for group in groups.values():
+        probs = {m.name: m.probs for m in group}
+        reliability_diagram(
+            probs, group[0].labels, n_bins=n_bins, ax=left, n_resamples=n_resamples, key=seed
+        )
+        cumulative_differences_plot(probs, group[0].labels, ax=right)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=110)
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot write the plot to {path}: {err}") from err
+    finally:
+        plt.close(fig)

@@ -1,0 +1,250 @@
+"""The ``jaxcal`` command line: ``jaxcal report FILE`` and ``jaxcal report --demo``.
+
+``jaxcal report`` reads predictions and labels and prints the whole picture of a model's
+calibration: the binned calibration errors, the Brier score and its decomposition and the
+log loss, each with a bootstrap interval; the Kolmogorov-Smirnov, Kuiper, Spiegelhalter
+and ECE-consistency tests with their p-values; with ``--fit``, what temperature scaling,
+top-label Platt scaling and top-label isotonic regression do on held-out folds; with
+``--plot OUT.png``, the reliability diagram and the cumulative-differences plot.
+
+Input files (the format is decided by the extension):
+
+* ``.npz``: arrays ``probs`` ((N,) positive-class probabilities or (N, K) rows on the
+  simplex) and/or ``logits`` ((N,) log-odds or (N, K)), and ``labels`` ((N,) integers).
+  ``--labels KEY`` names another label key. When the file has only logits, the
+  probabilities are their softmax (sigmoid for (N,)); when it has both, the metrics use
+  ``probs`` and temperature scaling uses ``logits``. ``--probs [KEY]`` or ``--logits
+  [KEY]`` use that one array only (default key ``probs`` or ``logits``). Pickled (object)
+  arrays are refused.
+* ``.npy``: one array of scores, with the labels in a second ``.npy`` given by
+  ``--labels LABELS.npy`` (required). The scores are probabilities, or logits with
+  ``--logits`` (no value).
+* ``.csv``: a header row, then one row per sample, numbers only (no pandas needed).
+  ``--labels COL`` names the label column (default: the first of ``label``, ``labels``,
+  ``y``, ``target``, ``class`` present); ``--probs COLS`` or ``--logits COLS`` name the
+  score columns, comma-separated, each a name or a glob (``--probs 'p_*'``), in that
+  order; by default every other column holds probabilities. One score column is a binary
+  problem (its values are the positive class's probability or log-odds); K columns are
+  the K classes in the order given.
+
+Several FILEs are reported side by side (each with its own labels). ``--demo`` reports
+the two real models shipped in ``jaxcal/data`` and turns ``--fit`` on (``--no-fit`` turns
+it off).
+
+Intervals are percentile bootstrap intervals (:func:`jaxcal.stats.bootstrap_ci`) over
+``--resamples`` resamples of the N samples (default 200; the same resamples for every
+metric, seed ``--seed``). All metrics, intervals and tests of a model are one compiled
+JAX computation, so a second model of the same shape costs no compilation.
+
+Output: the table on stdout; progress of the long steps on stderr (``--quiet`` silences
+it); ``--json OUT`` (``-`` for stdout, instead of the table) writes every number in the
+schema below; ``--plot OUT.png`` (or ``.pdf``, ``.svg``; needs matplotlib) writes the
+figure. Nothing is written to disk unless asked.
+
+JSON schema (``"schema": "jaxcal.report/1"``)::
+
+  {"schema": "jaxcal.report/1", "jaxcal_version": str,
+   "settings": {"n_bins": int, "resamples": int, "confidence": 0.95, "seed": int,
+                "interval": "percentile bootstrap", "folds": int or null},
+   "models": [{"name": str, "source": str, "n": int, "num_classes": int,
+               "binary": bool, "inputs": "probs" | "logits",
+               "metrics": {NAME: {"value": float, "low": float or null,
+                                  "high": float or null}},
+               "tests": {NAME: {"statistic": float or null, "p_value": float,
+                                "log10_p_value": float or null}},
+               "fit": null or {"folds": int, "seed": int,
+                               "temperature_inputs": "logits" | "log_probs",
+                               "results": {CALIBRATOR: {"ece": float, "log_loss": float,
+                                                        "brier": float, "accuracy": float}}}}]}
+
+Metric NAMEs: ``accuracy``, ``ece``, ``ece_quantile``, ``ece_l2_debiased``, ``mce``,
+``classwise_ece`` and ``top_label_ece`` (multiclass only), ``brier``, ``log_loss`` (with
+intervals); ``brier_reliability``, ``brier_resolution``, ``brier_uncertainty``,
+``brier_within_bin_variance``, ``brier_within_bin_covariance``, and ``positive_rate``
+(binary only) without. Test NAMEs: ``ks``, ``kuiper``, ``spiegelhalter`` (two-sided),
+``ece_consistency``. CALIBRATORs: ``uncalibrated``, ``temperature_scaling``, and
+``top_label_platt``, ``top_label_isotonic`` (multiclass) or ``platt``, ``isotonic``
+(binary). Non-finite numbers are written as null (an infinite statistic when sigma = 0,
+log10 of a p-value of 0). Binary ``accuracy`` predicts the positive class when p > 1/2.
+
+Errors in the input (missing keys, wrong shapes, pickles, non-numeric CSV cells, NaN,
+labels out of range, ...) are one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from jaxcal.cli._fit import compute_fit
+from jaxcal.cli._format import print_report, report_json, write_plot
+from jaxcal.cli._io import InputError, load, load_demo, validate
+from jaxcal.cli._report import CONFIDENCE, compute_report
+
+
+class _Progress:
+    """'message ... done (1.2 s)' on stderr, unless quiet."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+
+    def __call__(self, message: str):
+        self.message = message
+        return self
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+        if not self.quiet:
+            print(f"jaxcal: {self.message} ...", end="", file=sys.stderr, flush=True)
+        return self
+
+    def __exit__(self, exc_type, *_):
+        if not self.quiet:
+            took = time.perf_counter() - self.start
+            end = f" done ({took:.1f} s)" if exc_type is None else " failed"
+            print(end, file=sys.stderr, flush=True)
+        return False
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jaxcal", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    rep = commands.add_parser(
+        "report",
+        help="print the calibration report of a predictions file",
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rep.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        metavar="FILE",
+        help=".npz, .npy or .csv predictions (several: side by side)",
+    )
+    rep.add_argument("--demo", action="store_true", help="run on the real data shipped with jaxcal")
+    rep.add_argument(
+        "--labels", metavar="COL", help="label key (.npz), column (.csv) or LABELS.npy file (.npy)"
+    )
+    scores = rep.add_mutually_exclusive_group()
+    scores.add_argument(
+        "--probs",
+        metavar="COLS",
+        nargs="?",
+        const="",
+        help="probability key (.npz) or columns (.csv: names or globs, comma-separated)",
+    )
+    scores.add_argument(
+        "--logits",
+        metavar="COLS",
+        nargs="?",
+        const="",
+        help="logit key (.npz) or columns (.csv); alone: the .npy holds logits",
+    )
+    rep.add_argument("--bins", type=int, default=15, help="number of bins (default 15)")
+    rep.add_argument(
+        "--fit",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="cross-fit temperature, top-label Platt and isotonic calibrators "
+        "(default: on with --demo, off otherwise)",
+    )
+    rep.add_argument("--folds", type=int, default=5, help="folds of --fit (default 5)")
+    rep.add_argument(
+        "--resamples",
+        type=int,
+        default=200,
+        help="bootstrap and consistency resamples (default 200)",
+    )
+    rep.add_argument("--seed", type=int, default=0, help="seed of resamples and folds (default 0)")
+    rep.add_argument("--json", metavar="OUT", help="write every number as JSON ('-': stdout)")
+    rep.add_argument(
+        "--plot",
+        metavar="OUT.png",
+        type=Path,
+        help="write the reliability diagram and cumulative plot (png, pdf, svg)",
+    )
+    rep.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
+    return parser
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if args.bins < 1:
+        raise InputError(f"--bins must be an integer >= 1; got {args.bins}.")
+    if args.resamples < 1:
+        raise InputError(f"--resamples must be an integer >= 1; got {args.resamples}.")
+    if args.folds < 2:
+        raise InputError(f"--folds must be an integer >= 2; got {args.folds}.")
+    if args.seed < 0:
+        raise InputError(f"--seed must be a non-negative integer; got {args.seed}.")
+    if args.demo == bool(args.files):
+        raise InputError("give either FILE(s) or --demo.")
+    if args.plot is not None and args.plot.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise InputError(f"--plot must end in .png, .pdf or .svg; got {args.plot}.")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``jaxcal`` console script; returns the exit code."""
+    args = _parser().parse_args(argv)
+    progress = _Progress(args.quiet)
+    try:
+        _check_args(args)
+        models = load_demo() if args.demo else [load(path, args) for path in args.files]
+        models = [validate(m) for m in models]
+        names = [m.name for m in models]
+        if len(set(names)) < len(names):  # same stem in different folders
+            models = [m._replace(name=f"{m.name}#{i + 1}") for i, m in enumerate(models)]
+        fit = args.demo if args.fit is None else args.fit
+        for m in models if fit else ():
+            if m.probs.shape[0] < 2 * args.folds:
+                raise InputError(
+                    f"{m.source}: --fit with {args.folds} folds needs at least "
+                    f"{2 * args.folds} samples; got {m.probs.shape[0]}."
+                )
+        settings = {
+            "n_bins": args.bins,
+            "resamples": args.resamples,
+            "confidence": CONFIDENCE,
+            "seed": args.seed,
+            "interval": "percentile bootstrap",
+            "folds": args.folds if fit else None,
+        }
+        results = []
+        for model in models:
+            with progress(f"{model.name}: metrics, tests, {args.resamples} bootstrap resamples"):
+                results.append(
+                    compute_report(
+                        model, n_bins=args.bins, n_resamples=args.resamples, seed=args.seed
+                    )
+                )
+            if fit:
+                with progress(f"{model.name}: cross-fitting calibrators on {args.folds} folds"):
+                    results[-1]["fit"] = compute_fit(
+                        model, n_bins=args.bins, n_folds=args.folds, seed=args.seed
+                    )
+        if args.json == "-":
+            json.dump(report_json(models, results, settings), sys.stdout, indent=2)
+            print()
+        else:
+            print_report(models, results, settings, sys.stdout)
+        if args.json not in (None, "-"):
+            try:
+                with open(args.json, "w", encoding="utf-8") as f:
+                    json.dump(report_json(models, results, settings), f, indent=2)
+            except OSError as err:
+                raise InputError(f"cannot write the JSON report to {args.json}: {err}") from err
+        if args.plot is not None:
+            with progress(f"writing {args.plot}"):
+                write_plot(
+                    models, args.plot, n_bins=args.bins, n_resamples=args.resamples, seed=args.seed
+                )
+            if args.json != "-":
+                print(f"\nreliability diagram and cumulative plot written to {args.plot}")
+    except InputError as err:
+        print(f"jaxcal: error: {err}", file=sys.stderr)
+        return 2
+    return 0

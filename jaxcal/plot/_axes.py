@@ -1,0 +1,49 @@
+"""What both plots share: pyplot on demand, models by name, each Axes' drawing state.
+
+matplotlib is imported by :func:`pyplot` when a plot is drawn, never when jaxcal or
+:mod:`jaxcal.plot` is imported.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+# Per main Axes: the histogram Axes beneath it and how many models are drawn on it, so
+# that repeated calls on the same ``ax`` overlay models in new colours.
+AXES_STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def pyplot():
+    """``matplotlib.pyplot``, or an ImportError that says how to install it."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            'jaxcal.plot needs matplotlib: pip install "jaxcal[plot]" (or matplotlib).'
+        ) from err
+    return plt
+
+
+def named_models(probs: Any, label: str | None) -> list[tuple[str | None, Any]]:
+    """``[(name, probs)]`` from one array or a mapping name -> array."""
+    if isinstance(probs, Mapping):
+        if not probs:
+            raise ValueError("`probs` must not be an empty mapping; give at least one model.")
+        if label is not None:
+            raise ValueError(
+                "`label` must be None when `probs` is a mapping (its keys name models)."
+            )
+        return [(str(name), value) for name, value in probs.items()]
+    return [(label, probs)]
+
+
+def next_model(state: dict) -> tuple[str, bool]:
+    """The next model's colour on an Axes and whether it is the first model there.
+
+    ``state`` is the Axes' entry in ``AXES_STATE``; its model count goes up by one.
+    """
+    n = state["n_models"]
+    state["n_models"] = n + 1
+    return f"C{n}", n == 0
