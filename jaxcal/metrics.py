@@ -3,8 +3,10 @@
 from jaxcal._binning import BinStats, quantile_edges, uniform_edges
 from jaxcal._confidence import confidence_and_correctness
 from jaxcal._ece import ReliabilityCurve, classwise_ece, ece, mce, reliability_curve, top_label_ece
+from jaxcal._mmce import mmce
 from jaxcal._scoring import BrierDecomposition, brier_decomposition, brier_score, log_loss
-from jaxcal._soft import mmce, smooth_ece, soft_ece
+from jaxcal._smooth_ece import smooth_ece
+from jaxcal._soft_ece import soft_ece
 
 __all__ = [
     "BinStats",

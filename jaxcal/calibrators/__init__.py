@@ -13,6 +13,7 @@ Multiclass on ``(N, K)``: :func:`temperature_scaling`, :func:`vector_scaling`,
 :func:`top_label`, :func:`classwise`.
 """
 
+from jaxcal.calibrators._affine import AffineParams, dirichlet, matrix_scaling, vector_scaling
 from jaxcal.calibrators._base import Calibrator, FitInfo, minimize
 from jaxcal.calibrators._binary import BetaParams, PlattParams, beta_calibration, platt_scaling
 from jaxcal.calibrators._inputs import to_logits, to_probs
@@ -25,14 +26,7 @@ from jaxcal.calibrators._nonparametric import (
     scaling_binning,
 )
 from jaxcal.calibrators._reductions import classwise, top_label
-from jaxcal.calibrators._scaling import (
-    AffineParams,
-    TemperatureParams,
-    dirichlet,
-    matrix_scaling,
-    temperature_scaling,
-    vector_scaling,
-)
+from jaxcal.calibrators._temperature import TemperatureParams, temperature_scaling
 
 __all__ = [
     "AffineParams",

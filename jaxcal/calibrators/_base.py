@@ -1,13 +1,16 @@
 """The calibrator abstraction and the shared optax fitting loop.
 
 ``Calibrator(fit, apply)`` is a NamedTuple of two pure functions, like optax's
-``GradientTransformation(init, update)``. The parametric calibrators minimise a mean
-negative log-likelihood with :func:`minimize`, which runs the whole optimiser loop inside
+``GradientTransformation(init, update)``. Every factory writes two jitted kernels and
+hands them to :func:`from_kernels`, the one place where the public ``fit`` and ``apply``
+validate their arguments. The parametric calibrators minimise a mean negative
+log-likelihood with :func:`minimize`, which runs the whole optimiser loop inside
 ``jax.lax.while_loop`` so that ``fit`` can be jitted and vmapped.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -16,6 +19,12 @@ import jax.numpy as jnp
 import optax
 
 from jaxcal._checks import check_positive_int
+from jaxcal._numerics import safe_divide
+from jaxcal.calibrators._inputs import (
+    check_binary_inputs,
+    check_fit_args,
+    check_multiclass_inputs,
+)
 
 
 class Calibrator(NamedTuple):
@@ -72,10 +81,51 @@ class FitInfo(NamedTuple):
     converged: jax.Array
 
 
-def mark_inputs(cal: Calibrator, inputs: str) -> Calibrator:
-    """Record the input space on ``cal.fit`` (the reductions check it); return ``cal``."""
-    cal.fit.inputs = inputs
-    return cal
+@dataclasses.dataclass(frozen=True, eq=False)
+class ValidatedFit:
+    """The ``fit`` of a jaxcal calibrator: validate the arguments, then call the kernel.
+
+    A frozen callable, not a closure: its input space is a field fixed when the calibrator
+    is built, which the reductions read (``binary.fit.inputs``) to refuse a binary
+    calibrator that does not take probabilities. Setting an attribute on the ``fit``
+    closure after the fact would do the same by mutation. ``eq=False`` keeps a function's
+    identity equality and hash, so a ``Calibrator`` stays a valid static argument of
+    ``jax.jit``; ``jax.jit(cal.fit)`` and ``jax.vmap(cal.fit)`` work as on a function.
+
+    Attributes:
+      kernel: ``kernel(x, labels, weights) -> params``, the jitted fit.
+      inputs: the input space of ``x`` (``"logits"``, ``"log_probs"``, ``"probs"``).
+      binary: ``x`` is ``(N,)`` positive-class scores, else ``(N, K)``.
+    """
+
+    kernel: Callable[..., Any]
+    inputs: str
+    binary: bool
+
+    def __call__(self, x: Any, labels: Any, *, weights: Any = None) -> Any:
+        args = check_fit_args(x, labels, weights, self.inputs, binary=self.binary)
+        return self.kernel(*args)
+
+
+def from_kernels(
+    fit_kernel: Callable[..., Any],
+    apply_kernel: Callable[..., jax.Array],
+    inputs: str,
+    *,
+    binary: bool,
+) -> Calibrator:
+    """The public ``Calibrator`` around a factory's two jitted kernels.
+
+    ``fit(x, labels, *, weights=None)`` and ``apply(params, x)`` validate their arguments
+    for the input space ``inputs`` (value checks only on concrete arrays, so both trace),
+    then call ``fit_kernel(x, labels, weights)`` or ``apply_kernel(params, x)``.
+    """
+    check_inputs = check_binary_inputs if binary else check_multiclass_inputs
+
+    def apply(params: Any, x: Any) -> jax.Array:
+        return apply_kernel(params, check_inputs(x, inputs))
+
+    return Calibrator(ValidatedFit(fit_kernel, inputs, binary), apply)
 
 
 def check_solver_options(optimizer: Any, max_iter: Any, tol: Any) -> int:
@@ -196,9 +246,13 @@ def minimize(
 
 
 def weighted_mean(losses: jax.Array, weights: jax.Array | None) -> jax.Array:
-    """sum(w l) / sum(w); 0 when the total weight is 0 (then every gradient is 0 too)."""
+    """sum(w l) / sum(w); 0 when the total weight is 0 (then every gradient is 0 too).
+
+    Plain sums, unlike :func:`jaxcal._numerics.weighted_mean` (blocked sums, accurate past
+    2**24 samples): this is the objective of every optimiser step, and its round-off
+    decides the fitted parameters; switching is a change of results, not a refactor.
+    """
     if weights is None:
         return jnp.mean(losses)
     w = weights.astype(losses.dtype)
-    total = jnp.sum(w)
-    return jnp.sum(w * losses) / jnp.where(total > 0, total, 1)
+    return safe_divide(jnp.sum(w * losses), jnp.sum(w))

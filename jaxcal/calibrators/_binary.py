@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -13,14 +13,12 @@ from jaxcal.calibrators._base import (
     Calibrator,
     FitInfo,
     check_solver_options,
-    mark_inputs,
+    from_kernels,
     minimize,
     weighted_mean,
 )
 from jaxcal.calibrators._inputs import (
     BINARY_INPUTS,
-    check_binary_inputs,
-    check_fit_args,
     log_odds_of,
     log_probs_pair_of,
 )
@@ -158,13 +156,7 @@ def platt_scaling(
         f = log_odds_of(x, inputs)
         return jax.nn.sigmoid(params.a.astype(f.dtype) * f + params.b.astype(f.dtype))
 
-    def fit(scores: Any, labels: Any, *, weights: Any = None) -> PlattParams:
-        return _fit(*check_fit_args(scores, labels, weights, inputs, binary=True))
-
-    def apply(params: PlattParams, scores: Any) -> jax.Array:
-        return _apply(params, check_binary_inputs(scores, inputs))
-
-    return mark_inputs(Calibrator(fit, apply), inputs)
+    return from_kernels(_fit, _apply, inputs, binary=True)
 
 
 # Feature masks of the three fits of beta calibration: full, a = 0, b = 0.
@@ -242,10 +234,4 @@ def beta_calibration(
         a, b, c = (v.astype(log_s.dtype) for v in params[:3])
         return jax.nn.sigmoid(a * log_s - b * log_1ms + c)
 
-    def fit(scores: Any, labels: Any, *, weights: Any = None) -> BetaParams:
-        return _fit(*check_fit_args(scores, labels, weights, inputs, binary=True))
-
-    def apply(params: BetaParams, scores: Any) -> jax.Array:
-        return _apply(params, check_binary_inputs(scores, inputs))
-
-    return mark_inputs(Calibrator(fit, apply), inputs)
+    return from_kernels(_fit, _apply, inputs, binary=True)

@@ -7,7 +7,7 @@ regression), so ``fit`` jits and vmaps.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -23,14 +23,9 @@ from jaxcal._binning import (
 )
 from jaxcal._checks import check_option, check_positive_int
 from jaxcal._numerics import compute_dtype, safe_divide
-from jaxcal.calibrators._base import Calibrator, mark_inputs
+from jaxcal.calibrators._base import Calibrator, from_kernels
 from jaxcal.calibrators._binary import PlattParams, platt_scaling
-from jaxcal.calibrators._inputs import (
-    BINARY_INPUTS,
-    check_binary_inputs,
-    check_fit_args,
-    probs_of,
-)
+from jaxcal.calibrators._inputs import BINARY_INPUTS, probs_of
 
 
 class HistogramParams(NamedTuple):
@@ -141,13 +136,7 @@ def histogram_binning(
             idx = edges_bin_index(p, params.edges.astype(p.dtype), closed)
         return jnp.where(params.filled[idx], params.values[idx].astype(p.dtype), p)
 
-    def fit(scores: Any, labels: Any, *, weights: Any = None) -> HistogramParams:
-        return _fit(*check_fit_args(scores, labels, weights, inputs, binary=True))
-
-    def apply(params: HistogramParams, scores: Any) -> jax.Array:
-        return _apply(params, check_binary_inputs(scores, inputs))
-
-    return mark_inputs(Calibrator(fit, apply), inputs)
+    return from_kernels(_fit, _apply, inputs, binary=True)
 
 
 def _group_starts(xs: jax.Array, valid: jax.Array, eps: float) -> jax.Array:
@@ -230,7 +219,7 @@ def _isotonic_fit(s: jax.Array, y: jax.Array, weights: jax.Array | None) -> Isot
     sg = jax.ops.segment_sum(jnp.where(vs, ws * ys, 0), gid, n)
     xg = jnp.zeros((n,), dtype).at[jnp.where(new, gid, n)].set(xs, mode="drop")
     # scikit-learn averages each group first, then pools means with the group weights.
-    mg = jnp.where(wg > 0, sg / jnp.where(wg > 0, wg, 1), 0)
+    mg = safe_divide(sg, wg)
     fitted = _pava(jnp.where(wg > 0, wg, 1), mg * wg, size)
     last = jnp.maximum(size - 1, 0)
     live = jnp.arange(n, dtype=jnp.int32) < size
@@ -249,7 +238,7 @@ def _isotonic_apply(params: IsotonicParams, s: jax.Array, identity: jax.Array) -
     hi = jnp.clip(jnp.searchsorted(xp, sc, side="right"), 1, jnp.maximum(last, 1))
     lo = hi - 1
     dx = x[hi] - x[lo]
-    t = jnp.where(dx > 0, (sc - x[lo]) / jnp.where(dx > 0, dx, 1), 0)
+    t = safe_divide(sc - x[lo], dx)
     out = y[lo] + t * (y[hi] - y[lo])
     out = jnp.where(size == 1, y[0], out)
     return jnp.where(size == 0, identity, out)
@@ -297,13 +286,7 @@ def isotonic(*, inputs: str = "probs") -> Calibrator:
     def _apply(params, x):
         return _isotonic_apply(params, x.astype(compute_dtype(x.dtype)), probs_of(x, inputs))
 
-    def fit(scores: Any, labels: Any, *, weights: Any = None) -> IsotonicParams:
-        return _fit(*check_fit_args(scores, labels, weights, inputs, binary=True))
-
-    def apply(params: IsotonicParams, scores: Any) -> jax.Array:
-        return _apply(params, check_binary_inputs(scores, inputs))
-
-    return mark_inputs(Calibrator(fit, apply), inputs)
+    return from_kernels(_fit, _apply, inputs, binary=True)
 
 
 def scaling_binning(n_bins: int = 10, *, inputs: str = "probs") -> Calibrator:
@@ -359,10 +342,4 @@ def scaling_binning(n_bins: int = 10, *, inputs: str = "probs") -> Calibrator:
         idx = edges_bin_index(g, params.edges.astype(g.dtype), "right")
         return jnp.where(params.filled[idx], params.values[idx].astype(g.dtype), g)
 
-    def fit(scores: Any, labels: Any, *, weights: Any = None) -> ScalingBinningParams:
-        return _fit(*check_fit_args(scores, labels, weights, inputs, binary=True))
-
-    def apply(params: ScalingBinningParams, scores: Any) -> jax.Array:
-        return _apply(params, check_binary_inputs(scores, inputs))
-
-    return mark_inputs(Calibrator(fit, apply), inputs)
+    return from_kernels(_fit, _apply, inputs, binary=True)

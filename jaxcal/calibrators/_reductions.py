@@ -9,13 +9,9 @@ import jax.numpy as jnp
 
 from jaxcal._checks import check_option
 from jaxcal._confidence import top_label as _top_label
-from jaxcal.calibrators._base import Calibrator, mark_inputs
-from jaxcal.calibrators._inputs import (
-    MULTICLASS_INPUTS,
-    check_fit_args,
-    check_multiclass_inputs,
-    probs_of,
-)
+from jaxcal._numerics import safe_divide
+from jaxcal.calibrators._base import Calibrator, from_kernels
+from jaxcal.calibrators._inputs import MULTICLASS_INPUTS, probs_of
 
 
 def _check_binary(binary: Any) -> None:
@@ -24,6 +20,8 @@ def _check_binary(binary: Any) -> None:
             "`binary` must be a Calibrator (e.g. jaxcal.calibrators.platt_scaling()); "
             f"got {type(binary).__name__}."
         )
+    # jaxcal's calibrators carry their space on ``fit`` (a ValidatedFit); one built by hand
+    # from two functions has none and is trusted to take probabilities.
     space = getattr(binary.fit, "inputs", "probs")
     if space != "probs":
         raise ValueError(
@@ -115,21 +113,14 @@ def top_label(binary: Calibrator, *, inputs: str = "probs") -> Calibrator:
         is_top = pred[:, None] == jnp.arange(k, dtype=jnp.int32)[None, :]
         others = jnp.where(is_top, 0, p)
         rest = jnp.sum(others, axis=1, keepdims=True)
-        share = jnp.where(
-            rest > 0, others / jnp.where(rest > 0, rest, 1), jnp.where(is_top, 0, 1 / (k - 1))
-        )
+        uniform = jnp.where(is_top, 0, 1 / (k - 1))  # all the input's mass on the top class
+        share = jnp.where(rest > 0, safe_divide(others, rest), uniform)
         s2 = jnp.max(share, axis=1)
         q = jnp.maximum(jnp.clip(q, 0, 1), s2 / (1 + s2))
         out = jnp.where(is_top, q[:, None], (1 - q)[:, None] * share)
         return _keep_top(out, is_top)
 
-    def fit(x: Any, labels: Any, *, weights: Any = None) -> Any:
-        return _fit(*check_fit_args(x, labels, weights, inputs, binary=False))
-
-    def apply(params: Any, x: Any) -> jax.Array:
-        return _apply(params, check_multiclass_inputs(x, inputs))
-
-    return mark_inputs(Calibrator(fit, apply), inputs)
+    return from_kernels(_fit, _apply, inputs, binary=False)
 
 
 def classwise(binary: Calibrator, *, inputs: str = "probs") -> Calibrator:
@@ -195,13 +186,7 @@ def classwise(binary: Calibrator, *, inputs: str = "probs") -> Calibrator:
         biggest = jnp.max(q, axis=1, keepdims=True)
         q = jnp.where(is_top, biggest, q)
         total = jnp.sum(q, axis=1, keepdims=True)
-        out = jnp.where(total > 0, q / jnp.where(total > 0, total, 1), p)
+        out = jnp.where(total > 0, safe_divide(q, total), p)  # all 0: keep the input
         return _keep_top(out, is_top)
 
-    def fit(x: Any, labels: Any, *, weights: Any = None) -> Any:
-        return _fit(*check_fit_args(x, labels, weights, inputs, binary=False))
-
-    def apply(params: Any, x: Any) -> jax.Array:
-        return _apply(params, check_multiclass_inputs(x, inputs))
-
-    return mark_inputs(Calibrator(fit, apply), inputs)
+    return from_kernels(_fit, _apply, inputs, binary=False)
