@@ -17,7 +17,7 @@ NAMESPACES = (
     "jaxcal.calibrators",
     "jaxcal.streaming",
     "jaxcal.coverage",
-    # "jaxcal.plot",
+    "jaxcal.plot",
 )
 
 

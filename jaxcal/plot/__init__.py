@@ -17,8 +17,8 @@ Modules: ``_axes`` (pyplot on demand, models by name, each Axes' drawing state),
 ``_cumulative`` (the cumulative-differences plot).
 """
 
-from jaxcal.plot._bins import KINDS
+from jaxcal.plot._bins import KINDS as KINDS  # the values of reliability_diagram(kind=)
 from jaxcal.plot._cumulative import cumulative_differences_plot
 from jaxcal.plot._reliability import ReliabilityDiagram, reliability_diagram
 
-__all__ = ["KINDS", "ReliabilityDiagram", "cumulative_differences_plot", "reliability_diagram"]
+__all__ = ["ReliabilityDiagram", "cumulative_differences_plot", "reliability_diagram"]
