@@ -12,12 +12,13 @@ its binned form; :func:`jaxcal.consistency_bands` always does.
 
 Declaration. A metric declares its binned form with the attribute ``binned_form``: the
 keyword options of :func:`jaxcal.ece` it fixes, meaning ``metric(probs, labels, **kw) ==
-jaxcal.ece(probs, labels, **binned_form, **kw)`` (``ece.binned_form = {}``,
-``mce.binned_form = {"norm": "max"}``, set in :mod:`jaxcal._ece`). :func:`binned_spec`
-reads it through ``functools.partial`` (whose keywords it collects) and ``jax.jit``
-wrappers (``__wrapped__``). Any other wrapper takes the generic path, even one made by
-``functools.wraps``, which copies the attribute: it may change the value. Nothing is
-recognised by identity, and the generic path gives the same result, only slower.
+jaxcal.ece(probs, labels, **binned_form, **kw)`` for the options ``kw`` of ``ece`` that
+its signature takes (``ece.binned_form = {}``, ``mce.binned_form = {"norm": "max"}``,
+set in :mod:`jaxcal._ece`). :func:`binned_spec` reads it through ``functools.partial``
+(whose keywords it collects) and ``jax.jit`` wrappers (``__wrapped__``). Any other
+wrapper takes the generic path, even one made by ``functools.wraps``, which copies the
+attribute: it may change the value. Nothing is recognised by identity, and the generic
+path gives the same result, only slower.
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ class BinnedSpec(NamedTuple):
     debias: bool
 
 
-def _declared(metric: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """``(binned_form, keywords bound by partials)``, or None when nothing is declared."""
+def _declared(metric: Any) -> tuple[Any, dict[str, Any], dict[str, Any]] | None:
+    """``(function, its binned_form, keywords bound by partials)``, or None (undeclared)."""
     keywords: dict[str, Any] = {}
     fn = metric
     while True:
@@ -72,15 +73,16 @@ def _declared(metric: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
         else:
             break
     form = getattr(fn, "binned_form", None)
-    return None if form is None else (dict(form), keywords)
+    return None if form is None else (fn, dict(form), keywords)
 
 
 def binned_spec(metric: Any) -> BinnedSpec | None:
     """The validated options of ``metric``'s declared binned form, or None (generic path).
 
-    None also when the bound keywords are not options the form leaves free (e.g. ``norm``
-    for :func:`jaxcal.mce`) or include weights: the metric itself then runs, and says
-    what is wrong.
+    None also when the bound keywords are not options of ``ece`` that the function takes
+    and its form leaves free (e.g. ``norm`` for :func:`jaxcal.mce`), or include weights:
+    the metric itself then runs, and says what is wrong. Options not bound take the
+    function's defaults, else those of ``ece``.
 
     Example:
       >>> from functools import partial
@@ -93,10 +95,13 @@ def binned_spec(metric: Any) -> BinnedSpec | None:
     declared = _declared(metric)
     if declared is None:
         return None
-    form, keywords = declared
-    if keywords.pop("weights", None) is not None or set(keywords) - (set(OPTIONS) - set(form)):
+    fn, form, keywords = declared
+    params = inspect.signature(fn).parameters
+    free = {name for name in OPTIONS if name in params} - set(form)
+    if keywords.pop("weights", None) is not None or set(keywords) - free:
         return None
-    options = {**_DEFAULTS, **keywords, **form}
+    defaults = {n: params[n].default for n in free if params[n].default is not params[n].empty}
+    options = {**_DEFAULTS, **defaults, **keywords, **form}
     n_bins = check_binning(options["n_bins"], options["binning"], options["closed"])
     check_norm(options["norm"], options["debias"])
     return BinnedSpec(

@@ -151,6 +151,7 @@ def test_binned_spec_reads_the_declaration():
         partial(jaxcal.ece, P),  # a positional argument
         partial(jaxcal.ece, weights=jnp.ones(3)),
         partial(jaxcal.mce, norm="l1"),  # mce fixes norm: the metric itself refuses it
+        partial(jaxcal.mce, debias=False),  # not an option of mce
         partial(jaxcal.ece, average="label"),  # not an option of ece
     ]
     for metric in undeclared:
