@@ -7,7 +7,7 @@ binary ECE (15 uniform bins) at N samples: draw labels ~ Bernoulli(p) R times an
 recompute the ECE each time. Contenders, timed side by side in one run:
 
 * ``jaxcal``: ``jaxcal.stats.consistency_test(partial(jaxcal.ece, n_bins=15), ...)``
-  (recognises the binned metric: per-bin counts of a whole batch of resamples are one
+  (ece declares its binned form: per-bin counts of a whole batch of resamples are one
   int8 product).
 * ``jaxcal generic``: the same call with the metric hidden in a plain function, so every
   resample calls the ECE kernel (vmapped): what vmap alone buys.
@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxcal
-from jaxcal._bootstrap import _blocks, _threshold
+from jaxcal._random import blocks, threshold
 from jaxcal.stats import consistency_test
 
 N_BINS = 15
@@ -112,7 +112,7 @@ def bench_consistency(n, r, quick, rows):
     key = jax.random.key(0)
     metric = partial(jaxcal.ece, n_bins=N_BINS)
 
-    def hidden(probs, labels):  # the same metric, not recognised as a binned one
+    def hidden(probs, labels):  # the same metric, without a declared binned form
         return metric(probs, labels)
 
     reps = 3 if quick else 7
@@ -219,7 +219,7 @@ def bench_consistency(n, r, quick, rows):
 def bench_rng(n, r, quick):
     """Seconds for r x n Bernoulli labels (+ a per-resample sum), by generator."""
     p = jnp.asarray(_data(n)[0])
-    t = _threshold(p)
+    t = threshold(p)
     batch = 100
     key = jax.random.key(0)
     out = []
@@ -253,7 +253,7 @@ def bench_rng(n, r, quick):
         seeds = jax.random.key_data(jax.random.split(k, r))
 
         def body(s):
-            w0, w1 = _blocks(s, jnp.arange(n, dtype=jnp.uint32))
+            w0, w1 = blocks(s, jnp.arange(n, dtype=jnp.uint32))
             return ((w0 ^ w1) < t[None]).astype(jnp.int8).sum(axis=1, dtype=jnp.int32)
 
         return mapped(body, seeds)
@@ -264,7 +264,7 @@ def bench_rng(n, r, quick):
         h = n // 2
 
         def body(s):
-            w0, w1 = _blocks(s, jnp.arange(h, dtype=jnp.uint32))
+            w0, w1 = blocks(s, jnp.arange(h, dtype=jnp.uint32))
             z = (w0 < t[None, :h]).astype(jnp.int8) + (w1 < t[None, h:]).astype(jnp.int8)
             return z.sum(axis=1, dtype=jnp.int32)
 

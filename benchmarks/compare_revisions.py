@@ -78,6 +78,26 @@ CASES = {
         "key = jax.random.key(0); m = partial(jaxcal.ece, n_bins=15)\n"
         "call = lambda: jaxcal.stats.consistency_test(m, B5, YB5, key=key, n_resamples=200)"
     ),
+    "consistency_test ece binary 1e5 x 1000": (
+        "key = jax.random.key(0); m = partial(jaxcal.ece, n_bins=15)\n"
+        "call = lambda: jaxcal.stats.consistency_test(m, B5, YB5, key=key, n_resamples=1000)"
+    ),
+    "consistency_test ece conf K=10 1e5 x 1000": (
+        "key = jax.random.key(0); m = partial(jaxcal.ece, n_bins=15)\n"
+        "call = lambda: jaxcal.stats.consistency_test(m, P5, Y5, key=key, n_resamples=1000)"
+    ),
+    "consistency_test generic 1e5 x 200": (
+        "key = jax.random.key(0); m = lambda p, y: jaxcal.ece(p, y, n_bins=15)\n"
+        "call = lambda: jaxcal.stats.consistency_test(m, B5, YB5, key=key, n_resamples=200)"
+    ),
+    "consistency_bands conf K=10 1e5 x 1000": (
+        "key = jax.random.key(0)\n"
+        "call = lambda: jaxcal.stats.consistency_bands(P5, key=key, n_resamples=1000)"
+    ),
+    "bootstrap_ci ece 1e4 x 1000": (
+        "key = jax.random.key(0)\n"
+        "call = lambda: jaxcal.stats.bootstrap_ci(jaxcal.ece, B4, YB4, key=key, n_resamples=1000)"
+    ),
     "bootstrap_ci brier 1e4 x 200": (
         "key = jax.random.key(0)\n"
         "call = lambda: jaxcal.stats.bootstrap_ci(jaxcal.brier_score, B4, YB4, key=key,"

@@ -230,7 +230,7 @@ def uniform_centres(n_bins: int) -> Callable[[jax.Array], jax.Array]:
 def bin_sums(
     segment_ids: jax.Array,
     scores: jax.Array,
-    targets: jax.Array,
+    targets: jax.Array | None,
     num_segments: int,
     weights: jax.Array | None = None,
     offsets: jax.Array | Callable[[jax.Array], jax.Array] | None = None,
@@ -258,7 +258,8 @@ def bin_sums(
       targets: binary targets (bool or 0/1) of the shape of ``segment_ids``; or, for
         ``(N, K)`` ids, the ``(N,)`` int column index of each row's single positive
         target (one-hot targets: only entry ``(i, targets[i])`` is 1), summed with one
-        scatter of N values instead of N K.
+        scatter of N values instead of N K. None: no targets (``sum_target`` is 0), for
+        per-bin counts and score sums alone.
       num_segments: S.
       weights: optional ``(N,)`` non-negative row weights; zero-weight rows are absent.
       offsets: optional reference score of each segment (default 0): an ``(S,)`` array,
@@ -270,6 +271,8 @@ def bin_sums(
       ``BinStats`` with fields of shape ``(S,)``, and with ``moments`` the pair
       ``(BinStats, BinMoments)``.
     """
+    if targets is None:  # all false: XLA folds the constant away
+        targets = jnp.zeros(segment_ids.shape, jnp.bool_)
     dtype = compute_dtype(scores.dtype)
     s = scores.astype(dtype)
     if offsets is None:

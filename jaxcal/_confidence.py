@@ -70,33 +70,34 @@ class ScoresAndTargets(NamedTuple):
       scores: ``(N,)`` (binary, confidence) or ``(N, K)`` (classwise), in the input dtype
         (bins compare scores with edges rounded to it); differentiable in ``probs``.
       targets: bool ``(N,)`` (binary, confidence); for classwise the int32 label ``(N,)``,
-        i.e. one-hot targets given by their index.
+        i.e. one-hot targets given by their index; None without labels.
       groups: the predicted class ``(N,)`` (confidence), else ``None``.
     """
 
     scores: jax.Array
-    targets: jax.Array
+    targets: jax.Array | None
     groups: jax.Array | None
 
 
 def scores_and_targets(
-    probs: jax.Array, labels: jax.Array, view: str | None = None
+    probs: jax.Array, labels: jax.Array | None, view: str | None = None
 ) -> ScoresAndTargets:
     """The scores and binary targets of ``view`` (default: binary for 1-D, else confidence).
 
     1-D ``probs`` asked for the confidence or classwise view are first taken as the two
-    columns ``(1 - p, p)``.
+    columns ``(1 - p, p)``. ``labels`` None gives the scores and groups alone (targets
+    None), for procedures that draw their own labels (consistency bands).
     """
     if view is None:
         view = "binary" if probs.ndim == 1 else "confidence"
     if view == "binary":
-        return ScoresAndTargets(probs, labels == 1, None)
+        return ScoresAndTargets(probs, None if labels is None else labels == 1, None)
     if probs.ndim == 1:
         probs = jnp.stack([1 - probs, probs], axis=-1)
     if view == "classwise":
-        return ScoresAndTargets(probs, labels.astype(jnp.int32), None)
+        return ScoresAndTargets(probs, None if labels is None else labels.astype(jnp.int32), None)
     _, pred = top_label(probs)
-    return ScoresAndTargets(top_confidence(probs), pred == labels, pred)
+    return ScoresAndTargets(top_confidence(probs), None if labels is None else pred == labels, pred)
 
 
 @partial(jax.jit, inline=True)

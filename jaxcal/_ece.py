@@ -223,6 +223,12 @@ def mce(
     )
 
 
+# Binned forms (jaxcal._binned_null): the options of ``ece`` each function fixes. The
+# consistency test computes a metric that declares one from per-bin counts of its draws.
+ece.binned_form = {}
+mce.binned_form = {"norm": "max"}
+
+
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias"))
 def _classwise_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
     k = probs.shape[1]

@@ -22,18 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._binning import bin_edges_and_index, check_binning
-from jaxcal._bootstrap import (
-    AUTO_BATCH_LABELS_FAST,
-    _batch_plan,
-    _check_batch_size,
-    _check_confidence,
-    _check_key,
-    _hit_counts,
-    _hit_plan,
-    _map_batches,
-    _resample_seeds,
-)
+from jaxcal._binned_null import AUTO_BATCH_LABELS_FAST, binned_resampling, hit_counts
+from jaxcal._binning import check_binning
+from jaxcal._bootstrap import batch_plan, check_batch_size, check_confidence, check_key, map_batches
 from jaxcal._checks import (
     check_option,
     check_positive_int,
@@ -43,7 +34,8 @@ from jaxcal._checks import (
 )
 from jaxcal._confidence import scores_and_targets
 from jaxcal._ece import binned_stats
-from jaxcal._numerics import compute_dtype, safe_divide
+from jaxcal._numerics import bisect_nonnegative, compute_dtype, safe_divide
+from jaxcal._random import resample_seeds
 
 INTERVAL_METHODS = ("wilson", "clopper-pearson")
 
@@ -140,7 +132,7 @@ def wilson_interval(successes: Any, trials: Any, *, confidence: float = 0.95) ->
       inference"; Newcombe (1998), "Two-sided confidence intervals for the single
       proportion: comparison of seven methods".
     """
-    confidence = _check_confidence(confidence)
+    confidence = check_confidence(confidence)
     k, n = _check_counts(successes, trials)
     return _wilson_kernel(k, n, confidence)
 
@@ -148,28 +140,14 @@ def wilson_interval(successes: Any, trials: Any, *, confidence: float = 0.95) ->
 def _beta_quantile(q: jax.Array, a: jax.Array, b: jax.Array) -> jax.Array:
     """Quantile of Beta(a, b) at ``q`` in (0, 1), elementwise, for a, b > 0.
 
-    Bisection on the bit patterns of x in [0, 1] (non-negative floats are ordered like
-    their bit patterns): the smallest float x with betainc(a, b, x) >= q, found in 30
-    (float32) or 62 (float64) steps with full relative precision at any scale, as
-    accurate as ``jax.scipy.special.betainc`` (see :func:`clopper_pearson_interval`).
+    The smallest float x in [0, 1] with betainc(a, b, x) >= q, by bisection on bit
+    patterns (:func:`jaxcal._numerics.bisect_nonnegative`: 30 steps in float32, 62 in
+    float64) with full relative precision at any scale, as accurate as
+    ``jax.scipy.special.betainc`` (see :func:`clopper_pearson_interval`).
     """
-    dtype = q.dtype
-    itype = jnp.int32 if dtype == jnp.float32 else jnp.int64
-    one_bits = int(np.asarray(1, dtype).view(np.dtype(itype)))  # bit pattern of 1.0
-    steps = int(np.ceil(np.log2(one_bits)))
-    one = jnp.asarray(one_bits, itype)
-
-    def body(_, bounds):
-        lo, hi = bounds
-        mid = lo + (hi - lo) // 2
-        x = jax.lax.bitcast_convert_type(mid, dtype)
-        above = jax.scipy.special.betainc(a, b, x) >= q
-        return jnp.where(above, lo, mid), jnp.where(above, mid, hi)
-
-    lo = jnp.zeros(q.shape, itype)
-    hi = jnp.full(q.shape, one, itype)
-    _, hi = jax.lax.fori_loop(0, steps, body, (lo, hi))
-    return jax.lax.bitcast_convert_type(hi, dtype)
+    return bisect_nonnegative(
+        lambda x: jax.scipy.special.betainc(a, b, x) >= q, q.shape, q.dtype, upper=1.0
+    )
 
 
 @partial(jax.jit, static_argnames=("confidence",))
@@ -228,7 +206,7 @@ def clopper_pearson_interval(
       Clopper & Pearson (1934), "The use of confidence or fiducial limits illustrated in
       the case of the binomial"; ``scipy.stats.binomtest(...).proportion_ci("exact")``.
     """
-    confidence = _check_confidence(confidence)
+    confidence = check_confidence(confidence)
     k, n = _check_counts(successes, trials)
     return _clopper_pearson_kernel(k, n, confidence)
 
@@ -313,7 +291,7 @@ def reliability_intervals(
       reliability diagrams with intervals.
     """
     check_option("method", method, INTERVAL_METHODS)
-    confidence = _check_confidence(confidence)
+    confidence = check_confidence(confidence)
     n_bins = check_binning(n_bins, binning, closed)
     probs, labels, _ = check_probs_labels(probs, labels)
     return _reliability_intervals_kernel(probs, labels, method, confidence, n_bins, binning, closed)
@@ -351,14 +329,10 @@ class ConsistencyBands(NamedTuple):
     ),
 )
 def _bands_kernel(probs, key, n_resamples, confidence, n_bins, binning, closed, n_batches, batch):
-    dummy = jnp.zeros(probs.shape[0], jnp.int32)
-    scores, _, _ = scores_and_targets(probs, dummy)
-    edges, stats = binned_stats(scores, dummy.astype(bool), None, n_bins, binning, closed)
+    edges, stats, plan = binned_resampling(probs, None, n_bins, binning, closed)
     count, weight, sum_score, _ = (f[0] for f in stats)
-    _, bins = bin_edges_and_index(scores, n_bins, binning, closed, None)
-    plan = _hit_plan(probs, bins, n_bins)
-    seeds = _resample_seeds(key, n_resamples)
-    hits = _map_batches(lambda s: _hit_counts(s, plan), seeds, n_batches, batch)
+    seeds = resample_seeds(key, n_resamples)
+    hits = map_batches(lambda s: hit_counts(s, plan), seeds, n_batches, batch)
     accuracy = safe_divide(hits.astype(weight.dtype), weight[None, :])
     alpha = (1 - confidence) / 2
     low, high = jnp.quantile(accuracy, jnp.asarray([alpha, 1 - alpha], weight.dtype), axis=0)
@@ -410,12 +384,12 @@ def consistency_bands(
       Weather and Forecasting 22; Vaicenavicius et al. (2019).
     """
     n_resamples = check_positive_int("n_resamples", n_resamples)
-    confidence = _check_confidence(confidence)
+    confidence = check_confidence(confidence)
     n_bins = check_binning(n_bins, binning, closed)
-    batch_size = _check_batch_size(batch_size)
+    batch_size = check_batch_size(batch_size)
     probs = check_probs(probs)
-    key = _check_key(key)
-    n_batches, batch = _batch_plan(n_resamples, batch_size, probs.shape[0], AUTO_BATCH_LABELS_FAST)
+    key = check_key(key)
+    n_batches, batch = batch_plan(n_resamples, batch_size, probs.shape[0], AUTO_BATCH_LABELS_FAST)
     return _bands_kernel(
         probs, key, n_resamples, confidence, n_bins, binning, closed, n_batches, batch
     )

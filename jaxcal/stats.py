@@ -1,11 +1,10 @@
 """Statistical tests of calibration, Brownian-motion series and the bootstrap (public namespace)."""
 
-from jaxcal._bootstrap import (
+from jaxcal._bootstrap import ConsistencyTestResult, consistency_test
+from jaxcal._bootstrap_ci import (
     BootstrapResult,
-    ConsistencyTestResult,
     PairedBootstrapResult,
     bootstrap_ci,
-    consistency_test,
     paired_bootstrap,
 )
 from jaxcal._brownian import (

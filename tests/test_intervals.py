@@ -2,7 +2,7 @@
 
 Oracles: scipy.stats.binomtest(...).proportion_ci ("wilson", "exact"),
 scipy.stats.beta.ppf, jaxcal.reliability_curve for the bins, and the consistency
-resamples of jaxcal._bootstrap for the bands.
+resamples of jaxcal._random for the bands.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import scipy.stats
 from helpers import assert_close, x64
+from resampling_data import consistency_labels
 
 import jaxcal
 from jaxcal._binning import bin_edges_and_index
-from jaxcal._bootstrap import _label_plan, _resampled_labels, _seed_words
 from jaxcal._intervals import (
     _beta_quantile,
     clopper_pearson_interval,
@@ -26,6 +26,7 @@ from jaxcal._intervals import (
     reliability_intervals,
     wilson_interval,
 )
+from jaxcal._random import seed_words
 
 KEY = jax.random.key(7)
 COUNTS = [(0, 1), (1, 1), (0, 10), (1, 10), (7, 10), (10, 10), (3, 1000), (50, 100), (9999, 10000)]
@@ -52,6 +53,7 @@ def test_clopper_pearson_matches_scipy_in_float64(confidence):
         assert ours.low.dtype == jnp.float64
     for i, (ki, ni) in enumerate(COUNTS):
         ref = _scipy_ci(ki, ni, confidence, "exact")
+        # rtol: betainc's float64 accuracy (the bisection itself is exact to the last bit).
         assert_close([ours.low[i], ours.high[i]], [ref.low, ref.high], rtol=1e-9, atol=1e-12)
 
 
@@ -71,6 +73,7 @@ def test_beta_quantile_against_scipy():
         quantile = jax.jit(_beta_quantile)
         for a, b in [(0.5, 0.5), (1.0, 1.0), (3.0, 40.0), (200.0, 5.0)]:
             ours = quantile(q, jnp.full(5, a), jnp.full(5, b))
+            # rtol: betainc's float64 accuracy; atol ~0: tiny quantiles compared relatively.
             assert_close(ours, scipy.stats.beta.ppf(np.asarray(q), a, b), rtol=1e-9, atol=1e-300)
 
 
@@ -172,12 +175,12 @@ def test_consistency_bands_are_quantiles_of_the_resampled_accuracy(multiclass):
     r, n_bins = R, 8
     bands = consistency_bands(probs, key=KEY, n_resamples=r, n_bins=n_bins)
     # The same labels as consistency_test draws, binned by the oracle reliability_curve.
-    labels = _resampled_labels(_seed_words(jax.random.split(KEY, r)), _label_plan(probs))
+    labels = consistency_labels(seed_words(jax.random.split(KEY, r)), probs)
     curve = partial(jaxcal.reliability_curve, n_bins=n_bins)
     acc = np.stack([np.asarray(curve(probs, labels[i]).mean_accuracy) for i in range(r)])
     ref = np.quantile(acc.astype(np.float64), [0.025, 0.975], axis=0)
     assert_close(bands.low, ref[0], atol=1e-6)  # float32 quantile interpolation
-    assert_close(bands.high, ref[1], atol=1e-6)
+    assert_close(bands.high, ref[1], atol=1e-6)  # float32 quantile interpolation
     observed = curve(probs, jnp.zeros(probs.shape[0], jnp.int32))
     np.testing.assert_array_equal(bands.counts, observed.counts)
     assert_close(bands.mean_confidence, observed.mean_confidence)
