@@ -13,13 +13,13 @@ Multiclass on ``(N, K)``: :func:`temperature_scaling`, :func:`vector_scaling`,
 :func:`top_label`, :func:`classwise`.
 """
 
+from jaxcal._isotonic import IsotonicParams
 from jaxcal.calibrators._affine import AffineParams, dirichlet, matrix_scaling, vector_scaling
 from jaxcal.calibrators._base import Calibrator, FitInfo, minimize
 from jaxcal.calibrators._binary import BetaParams, PlattParams, beta_calibration, platt_scaling
 from jaxcal.calibrators._inputs import to_logits, to_probs
 from jaxcal.calibrators._nonparametric import (
     HistogramParams,
-    IsotonicParams,
     ScalingBinningParams,
     histogram_binning,
     isotonic,

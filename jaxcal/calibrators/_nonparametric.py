@@ -11,7 +11,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxcal._binning import (
     bin_edges_and_index,
@@ -22,6 +21,7 @@ from jaxcal._binning import (
     uniform_bin_index,
 )
 from jaxcal._checks import check_option, check_positive_int
+from jaxcal._isotonic import isotonic_apply, isotonic_fit
 from jaxcal._numerics import compute_dtype, safe_divide
 from jaxcal.calibrators._base import Calibrator, from_kernels
 from jaxcal.calibrators._binary import PlattParams, platt_scaling
@@ -40,20 +40,6 @@ class HistogramParams(NamedTuple):
     edges: jax.Array
     values: jax.Array
     filled: jax.Array
-
-
-class IsotonicParams(NamedTuple):
-    """Parameters of isotonic regression, in buffers of the training size N.
-
-    Attributes:
-      x: ``(N,)`` distinct training scores in increasing order; the first ``size`` are used.
-      y: ``(N,)`` fitted non-decreasing values at ``x``.
-      size: int32 number U of distinct scores with positive weight (0: identity).
-    """
-
-    x: jax.Array
-    y: jax.Array
-    size: jax.Array
 
 
 class ScalingBinningParams(NamedTuple):
@@ -139,111 +125,6 @@ def histogram_binning(
     return from_kernels(_fit, _apply, inputs, binary=True)
 
 
-def _group_starts(xs: jax.Array, valid: jax.Array, eps: float) -> jax.Array:
-    """scikit-learn's ``_make_unique`` grouping of sorted scores, as start flags.
-
-    A score opens a new group when it exceeds the first score of the current group by at
-    least ``eps`` (``np.finfo(dtype).resolution``). When no group of consecutive gaps below
-    eps spans eps or more (the usual case) this equals the parallel gap test; otherwise a
-    sequential scan decides.
-    """
-    gap = jnp.concatenate([jnp.ones((1,), bool), xs[1:] - xs[:-1] >= eps]) & valid
-    start_x = jax.lax.cummax(jnp.where(gap, xs, -jnp.inf))
-    exact = jnp.all(~valid | (xs - start_x < eps))
-
-    def sequential(_):
-        def step(start, xv):
-            x, v = xv
-            new = v & (x - start >= eps)
-            return jnp.where(new, x, start), new
-
-        return jax.lax.scan(step, jnp.asarray(-jnp.inf, xs.dtype), (xs, valid))[1]
-
-    return jax.lax.cond(exact, lambda _: gap, sequential, None)
-
-
-def _pava(wg: jax.Array, sg: jax.Array, size: jax.Array) -> jax.Array:
-    """Pool-adjacent-violators on U = ``size`` groups (weights ``wg``, weighted sums ``sg``).
-
-    A stack of blocks in fixed (N,) buffers: push the next group, and while the top two
-    blocks violate monotonicity (mean below >= mean on top) merge them. At most 2U steps
-    of one ``lax.while_loop``. Returns the fitted value of each group (N,), U first valid.
-    """
-    n = wg.shape[0]
-
-    def violates(bw, bs, top):
-        below = jnp.maximum(top - 1, 0)
-        safe_top = jnp.maximum(top, 0)
-        return (top >= 1) & (bs[below] / bw[below] >= bs[safe_top] / bw[safe_top])
-
-    def cond(state):
-        i, top, bw, bs, _ = state
-        return (i < size) | violates(bw, bs, top)
-
-    def merge(state):
-        i, top, bw, bs, start = state
-        bw = bw.at[top - 1].add(bw[top])
-        bs = bs.at[top - 1].add(bs[top])
-        return i, top - 1, bw, bs, start
-
-    def push(state):
-        i, top, bw, bs, start = state
-        top = top + 1
-        return i + 1, top, bw.at[top].set(wg[i]), bs.at[top].set(sg[i]), start.at[top].set(i)
-
-    def body(state):
-        return jax.lax.cond(violates(state[2], state[3], state[1]), merge, push, state)
-
-    zero = jnp.zeros((), jnp.int32)
-    init = (zero, zero - 1, jnp.ones_like(wg), jnp.zeros_like(sg), jnp.zeros((n,), jnp.int32))
-    _, top, bw, bs, start = jax.lax.while_loop(cond, body, init)
-    live = jnp.arange(n, dtype=jnp.int32) <= top
-    flags = jnp.zeros((n,), jnp.int32).at[jnp.where(live, start, n)].set(1, mode="drop")
-    block = jnp.clip(jnp.cumsum(flags) - 1, 0, n - 1)
-    means = jnp.where(live, bs / jnp.where(live, bw, 1), 0)
-    return means[block]
-
-
-def _isotonic_fit(s: jax.Array, y: jax.Array, weights: jax.Array | None) -> IsotonicParams:
-    n = s.shape[0]
-    dtype = s.dtype
-    w = jnp.ones((n,), dtype) if weights is None else weights.astype(dtype)
-    valid = w > 0  # zero-weight samples are dropped, as in scikit-learn
-    key = jnp.where(valid, s, jnp.inf)
-    order = jnp.argsort(key, stable=True)
-    xs, ys, ws, vs = key[order], y.astype(dtype)[order], w[order], valid[order]
-    new = _group_starts(xs, vs, float(np.finfo(dtype).resolution))
-    size = jnp.sum(new).astype(jnp.int32)
-    gid = jnp.maximum(jnp.cumsum(new.astype(jnp.int32)) - 1, 0)
-    wg = jax.ops.segment_sum(jnp.where(vs, ws, 0), gid, n)
-    sg = jax.ops.segment_sum(jnp.where(vs, ws * ys, 0), gid, n)
-    xg = jnp.zeros((n,), dtype).at[jnp.where(new, gid, n)].set(xs, mode="drop")
-    # scikit-learn averages each group first, then pools means with the group weights.
-    mg = safe_divide(sg, wg)
-    fitted = _pava(jnp.where(wg > 0, wg, 1), mg * wg, size)
-    last = jnp.maximum(size - 1, 0)
-    live = jnp.arange(n, dtype=jnp.int32) < size
-    return IsotonicParams(
-        jnp.where(live, xg, xg[last]), jnp.where(live, fitted, fitted[last]), size
-    )
-
-
-def _isotonic_apply(params: IsotonicParams, s: jax.Array, identity: jax.Array) -> jax.Array:
-    """Linear interpolation between the fitted points, clipped to [x_1, x_U] (scikit-learn)."""
-    x, y, size = params.x.astype(s.dtype), params.y.astype(s.dtype), params.size
-    n = x.shape[0]
-    last = jnp.maximum(size - 1, 0)
-    sc = jnp.clip(s, x[0], x[last])
-    xp = jnp.where(jnp.arange(n, dtype=jnp.int32) < size, x, jnp.inf)
-    hi = jnp.clip(jnp.searchsorted(xp, sc, side="right"), 1, jnp.maximum(last, 1))
-    lo = hi - 1
-    dx = x[hi] - x[lo]
-    t = safe_divide(sc - x[lo], dx)
-    out = y[lo] + t * (y[hi] - y[lo])
-    out = jnp.where(size == 1, y[0], out)
-    return jnp.where(size == 0, identity, out)
-
-
 def isotonic(*, inputs: str = "probs") -> Calibrator:
     """Isotonic regression (pool-adjacent-violators), matching scikit-learn.
 
@@ -255,7 +136,8 @@ def isotonic(*, inputs: str = "probs") -> Calibrator:
     range of the training points and linearly interpolated between them. The scores are
     used as given (``inputs`` only selects the validation: [0, 1] for ``"probs"``, finite
     for ``"logits"``); the output is a probability. PAV runs in a ``lax.while_loop`` over
-    fixed (N,) buffers (at most 2N steps), so ``fit`` jits and vmaps. Zero total weight
+    fixed (N,) buffers (at most 2N steps, O(N) after the O(N log N) sort; see
+    :mod:`jaxcal._isotonic`), so ``fit`` jits and vmaps. Zero total weight
     gives the identity (``sigmoid`` of ``"logits"``).
 
     Returns:
@@ -280,11 +162,11 @@ def isotonic(*, inputs: str = "probs") -> Calibrator:
 
     @jax.jit
     def _fit(x, labels, weights):
-        return _isotonic_fit(x.astype(compute_dtype(x.dtype)), labels, weights)
+        return isotonic_fit(x.astype(compute_dtype(x.dtype)), labels, weights)
 
     @jax.jit
     def _apply(params, x):
-        return _isotonic_apply(params, x.astype(compute_dtype(x.dtype)), probs_of(x, inputs))
+        return isotonic_apply(params, x.astype(compute_dtype(x.dtype)), probs_of(x, inputs))
 
     return from_kernels(_fit, _apply, inputs, binary=True)
 

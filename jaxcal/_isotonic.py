@@ -1,0 +1,170 @@
+"""Isotonic regression: scikit-learn's tie grouping, then pool-adjacent-violators in O(N).
+
+Shared by the isotonic calibrator and every method built on the PAV fit. The fit sorts
+the scores once (O(N log N)), groups equal (within ``resolution``) scores as
+scikit-learn's ``_make_unique`` does, and pools the groups by the stack algorithm
+(:func:`pava`, O(N) in one ``lax.while_loop``). Everything lives in fixed (N,) buffers, so
+the fit jits and vmaps.
+
+References:
+  Ayer, Brunk, Ewing, Reid & Silverman (1955), "An empirical distribution function for
+  sampling with incomplete information"; Best & Chakravarti (1990), "Active set
+  algorithms for isotonic regression; a unifying framework" (the stack form of PAV);
+  scikit-learn's ``IsotonicRegression`` (grouping and interpolation).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcal._numerics import safe_divide
+
+
+class IsotonicParams(NamedTuple):
+    """Parameters of isotonic regression, in buffers of the training size N.
+
+    Attributes:
+      x: ``(N,)`` distinct training scores in increasing order; the first ``size`` are used.
+      y: ``(N,)`` fitted non-decreasing values at ``x``.
+      size: int32 number U of distinct scores with positive weight (0: identity).
+    """
+
+    x: jax.Array
+    y: jax.Array
+    size: jax.Array
+
+
+def group_starts(xs: jax.Array, valid: jax.Array, eps: float) -> jax.Array:
+    """scikit-learn's ``_make_unique`` grouping of sorted scores, as start flags.
+
+    A score opens a new group when it exceeds the first score of the current group by at
+    least ``eps`` (``np.finfo(dtype).resolution``). When no group of consecutive gaps below
+    eps spans eps or more (the usual case) this equals the parallel gap test; otherwise a
+    sequential scan decides.
+    """
+    gap = jnp.concatenate([jnp.ones((1,), bool), xs[1:] - xs[:-1] >= eps]) & valid
+    start_x = jax.lax.cummax(jnp.where(gap, xs, -jnp.inf))
+    exact = jnp.all(~valid | (xs - start_x < eps))
+
+    def sequential(_):
+        def step(start, xv):
+            x, v = xv
+            new = v & (x - start >= eps)
+            return jnp.where(new, x, start), new
+
+        return jax.lax.scan(step, jnp.asarray(-jnp.inf, xs.dtype), (xs, valid))[1]
+
+    return jax.lax.cond(exact, lambda _: gap, sequential, None)
+
+
+def pava(wg: jax.Array, sg: jax.Array, size: jax.Array) -> jax.Array:
+    """Pool-adjacent-violators on U = ``size`` groups (weights ``wg``, weighted sums ``sg``).
+
+    The stack algorithm, O(U): push the next group; while the top two blocks violate
+    monotonicity (mean below >= mean on top), merge them. Each step pushes or merges, so
+    one ``lax.while_loop`` of at most 2U steps does it all.
+
+    Returns the fitted value of each group ``(N,)`` (the first U are valid).
+
+    Why it is written this way: XLA updates a loop-carried buffer in place only when no
+    value read from that buffer in the same step decides where it is written; otherwise it
+    copies the whole buffer every step, and the loop turns O(U^2) (the previous version
+    took 22 s at U = 1e5). So the two top blocks live in the carry as scalars, every write
+    lands at an index computed from the carry alone, and the one read (the new block below
+    the top, after a merge) reads the buffer *after* the step's write. Measured on one CPU
+    core: 1e6 groups in 57 ms (scikit-learn's Cython PAV with its sort: 256 ms).
+    """
+    n = wg.shape[0]
+    # Slot 0 is an empty sentinel; the blocks occupy slots 1..top of the buffers.
+    sums = jnp.zeros((n + 2, 2), sg.dtype)
+    starts = jnp.zeros((n + 2,), jnp.int32)
+
+    origin = jnp.int32(0)  # the column index, typed like the row index under x64
+
+    def violates(top, below, above):  # mean(below) >= mean(above), without dividing
+        return (top >= 2) & (below[0] * above[1] >= above[0] * below[1])
+
+    def step(carry):
+        i, top, head, head_start, below, below_start, sums, starts = carry
+        merge = violates(top, below, head)
+        j = jnp.minimum(i, n - 1)
+        # A merge pools the head into the block below (keeping its start); a push makes
+        # group i the new head.
+        new_head = jnp.where(merge, below + head, jnp.stack([sg[j], wg[j]]))
+        new_start = jnp.where(merge, below_start, j)
+        new_top = jnp.where(merge, top - 1, top + 1)
+        sums = jax.lax.dynamic_update_slice(sums, new_head[None], (new_top, origin))
+        starts = jax.lax.dynamic_update_slice(starts, new_start[None], (new_top,))
+        # The block below the new head: after a merge, read back from the updated buffers;
+        # after a push, the old head.
+        under = jnp.maximum(new_top - 1, 0)
+        new_below = jnp.where(merge, jax.lax.dynamic_slice(sums, (under, origin), (1, 2))[0], head)
+        new_below_start = jnp.where(merge, starts[under], head_start)
+        return (
+            jnp.where(merge, i, i + 1),
+            new_top,
+            new_head,
+            new_start,
+            new_below,
+            new_below_start,
+            sums,
+            starts,
+        )
+
+    def cond(carry):
+        i, top, head, _, below, _, _, _ = carry
+        return (i < size) | violates(top, below, head)
+
+    zero, first = jnp.zeros(2, sg.dtype), jnp.int32(0)
+    init = (first, first, zero, first, zero, first, sums, starts)
+    _, top, _, _, _, _, sums, starts = jax.lax.while_loop(cond, step, init)
+    slots = jnp.arange(1, n + 1, dtype=jnp.int32)
+    live = slots <= top
+    flags = jnp.zeros((n,), jnp.int32).at[jnp.where(live, starts[1:-1], n)].set(1, mode="drop")
+    block = jnp.clip(jnp.cumsum(flags), 1, n)  # slot of each group's block
+    means = safe_divide(sums[:, 0], sums[:, 1])
+    return means[block]
+
+
+def isotonic_fit(s: jax.Array, y: jax.Array, weights: jax.Array | None) -> IsotonicParams:
+    n = s.shape[0]
+    dtype = s.dtype
+    w = jnp.ones((n,), dtype) if weights is None else weights.astype(dtype)
+    valid = w > 0  # zero-weight samples are dropped, as in scikit-learn
+    key = jnp.where(valid, s, jnp.inf)
+    order = jnp.argsort(key, stable=True)
+    xs, ys, ws, vs = key[order], y.astype(dtype)[order], w[order], valid[order]
+    new = group_starts(xs, vs, float(np.finfo(dtype).resolution))
+    size = jnp.sum(new).astype(jnp.int32)
+    gid = jnp.maximum(jnp.cumsum(new.astype(jnp.int32)) - 1, 0)
+    wg = jax.ops.segment_sum(jnp.where(vs, ws, 0), gid, n)
+    sg = jax.ops.segment_sum(jnp.where(vs, ws * ys, 0), gid, n)
+    xg = jnp.zeros((n,), dtype).at[jnp.where(new, gid, n)].set(xs, mode="drop")
+    # scikit-learn averages each group first, then pools means with the group weights.
+    mg = safe_divide(sg, wg)
+    fitted = pava(jnp.where(wg > 0, wg, 1), mg * wg, size)
+    last = jnp.maximum(size - 1, 0)
+    live = jnp.arange(n, dtype=jnp.int32) < size
+    return IsotonicParams(
+        jnp.where(live, xg, xg[last]), jnp.where(live, fitted, fitted[last]), size
+    )
+
+
+def isotonic_apply(params: IsotonicParams, s: jax.Array, identity: jax.Array) -> jax.Array:
+    """Linear interpolation between the fitted points, clipped to [x_1, x_U] (scikit-learn)."""
+    x, y, size = params.x.astype(s.dtype), params.y.astype(s.dtype), params.size
+    n = x.shape[0]
+    last = jnp.maximum(size - 1, 0)
+    sc = jnp.clip(s, x[0], x[last])
+    xp = jnp.where(jnp.arange(n, dtype=jnp.int32) < size, x, jnp.inf)
+    hi = jnp.clip(jnp.searchsorted(xp, sc, side="right"), 1, jnp.maximum(last, 1))
+    lo = hi - 1
+    dx = x[hi] - x[lo]
+    t = safe_divide(sc - x[lo], dx)
+    out = y[lo] + t * (y[hi] - y[lo])
+    out = jnp.where(size == 1, y[0], out)
+    return jnp.where(size == 0, identity, out)
