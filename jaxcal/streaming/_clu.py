@@ -64,16 +64,10 @@ class CalibrationMetric:
           mask: optional ``(N,)`` bool, clu's padding mask (False rows are ignored).
           weights: optional ``(N,)`` sample weights (multiplied by ``mask``).
         """
-        probs, labels, weights = model_output_batch(
-            binary=cls.binary,
-            caller="from_model_output",
-            labels=labels,
-            probs=probs,
-            logits=logits,
-            mask=mask,
-            weights=weights,
+        batch = model_output_batch(
+            cls.binary, "from_model_output", labels, probs, logits, mask, weights
         )
-        return cls(update(cls.empty().state, probs, labels, weights))
+        return cls(update(cls.empty().state, *batch))
 
     def merge(self, other: CalibrationMetric) -> CalibrationMetric:
         """The metric of both streams (``jaxcal.streaming.merge``)."""

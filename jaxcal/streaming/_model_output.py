@@ -15,7 +15,7 @@ from jaxcal._numerics import compute_dtype
 
 
 def model_output_batch(
-    *, binary: bool, caller: str, labels: Any, probs: Any, logits: Any, mask: Any, weights: Any
+    binary: bool, caller: str, labels: Any, probs: Any, logits: Any, mask: Any, weights: Any
 ) -> tuple[Any, Any, Any]:
     """``(probs, labels, weights)`` for ``update`` from one batch of model outputs.
 

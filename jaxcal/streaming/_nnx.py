@@ -34,16 +34,8 @@ class _CalibrationNNXMetric:
       norm: the norm passed to :func:`compute`.
     """
 
-    def __init__(
-        self,
-        n_bins: int = 15,
-        num_classes: int = 2,
-        *,
-        closed: str = "right",
-        binary: bool = False,
-        output: str | None = None,
-        norm: str = "l1",
-    ) -> None:
+    def __init__(self, n_bins, num_classes, closed, binary, output, norm) -> None:
+        """Use :func:`nnx_metric`, which documents the arguments and their defaults."""
         from flax import nnx  # the optional extra, already imported by _metric_class
 
         state = init(n_bins, num_classes, closed=closed, binary=binary)  # validates them
@@ -58,16 +50,7 @@ class _CalibrationNNXMetric:
         """Forget every batch: zero sums, same bins, classes and dtype."""
         self.state.set_value(jax.tree.map(jnp.zeros_like, self.state.get_value()))
 
-    def update(
-        self,
-        *,
-        labels: Any,
-        probs: Any = None,
-        logits: Any = None,
-        mask: Any = None,
-        weights: Any = None,
-        **_: Any,
-    ) -> None:
+    def update(self, *, labels, probs=None, logits=None, mask=None, weights=None, **_) -> None:
         """Add one batch in place (other keyword outputs, e.g. ``loss``, are ignored).
 
         Args:
@@ -79,16 +62,8 @@ class _CalibrationNNXMetric:
           weights: optional ``(N,)`` sample weights (multiplied by ``mask``).
         """
         state = self.state.get_value()
-        probs, labels, weights = model_output_batch(
-            binary=state.binary,
-            caller="update",
-            labels=labels,
-            probs=probs,
-            logits=logits,
-            mask=mask,
-            weights=weights,
-        )
-        self.state.set_value(update(state, probs, labels, weights))
+        batch = model_output_batch(state.binary, "update", labels, probs, logits, mask, weights)
+        self.state.set_value(update(state, *batch))
 
     def merge(self, other: Any) -> None:
         """Add ``other``'s batches in place (``jaxcal.streaming.merge`` of the states)."""
@@ -170,6 +145,4 @@ def nnx_metric(
       >>> {name: round(float(value), 4) for name, value in metrics.compute().items()}
       {'accuracy': 0.5, 'ece': 0.35}
     """
-    return _metric_class()(
-        n_bins, num_classes, closed=closed, binary=binary, output=output, norm=norm
-    )
+    return _metric_class()(n_bins, num_classes, closed, binary, output, norm)
