@@ -65,6 +65,7 @@ References:
 """
 
 from jaxcal.streaming._clu import CalibrationMetric, clu_metric
+from jaxcal.streaming._nnx import nnx_metric  # imports flax on its first call only
 from jaxcal.streaming._state import OUTPUTS as OUTPUTS  # the keys of compute()'s dict
 from jaxcal.streaming._state import (
     CalibrationState,
@@ -82,6 +83,7 @@ __all__ = [
     "compute",
     "init",
     "merge",
+    "nnx_metric",
     "reliability_curve",
     "update",
 ]
