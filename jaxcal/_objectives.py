@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._checks import is_concrete
+from jaxcal._checks import values_checkable
 from jaxcal._confidence import RowStats, scores_and_targets
 from jaxcal._numerics import upcast
 
@@ -50,7 +50,7 @@ def check_hyperparameter(name: str, value: Any, minimum: float = 0.0) -> Any:
             raise ValueError(
                 f"`{name}` must be a positive scalar; got shape {arr.shape}, dtype {arr.dtype}."
             )
-        if not is_concrete(arr):
+        if not values_checkable(arr):
             return arr
         v = float(arr)
     ok = np.isfinite(v) and (v >= minimum if minimum > 0 else v > 0)
