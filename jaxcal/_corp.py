@@ -27,7 +27,14 @@ import jax.numpy as jnp
 
 from jaxcal._checks import check_option, check_probs_labels
 from jaxcal._confidence import scores_and_targets
-from jaxcal._isotonic import IsotonicParams, isotonic_apply, pooled_pava, tie_starts
+from jaxcal._isotonic import (
+    IsotonicParams,
+    isotonic_apply,
+    pava_blocks,
+    pool_runs,
+    pooled_pava,
+    tie_starts,
+)
 from jaxcal._numerics import compute_dtype, int_dtype_of, safe_divide
 
 #: How a multiclass problem becomes binary ones (1-D probs are always the binary view).
@@ -149,6 +156,14 @@ def packed_knots(scores: jax.Array, targets: jax.Array, with_keys: bool = False)
 def calibrate(knots: Knots) -> jax.Array:
     """PAV-calibrated value of each knot ``(N,)``: the isotonic fit of the knot means."""
     return pooled_pava(knots.weight, knots.positives, knots.size)
+
+
+def calibrated_blocks(knots: Knots) -> tuple[jax.Array, jax.Array]:
+    """The PAV blocks of the knots: weight and calibrated value (mean outcome) of each,
+    ``(N + 2,)`` with zero weight past the blocks (sums over blocks need no more)."""
+    wb, sb, size_b, _ = pool_runs(knots.weight, knots.positives, knots.size)
+    weight, total, _ = pava_blocks(wb, sb, size_b)
+    return weight, safe_divide(total, weight)
 
 
 class CorpCurve(NamedTuple):

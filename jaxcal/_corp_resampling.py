@@ -32,6 +32,7 @@ from jaxcal._corp import (
     REDUCTIONS,
     binary_problems,
     calibrate,
+    calibrated_blocks,
     fill_gaps,
     float_keys,
     key_values,
@@ -235,7 +236,8 @@ def _resampled_decomposition(score, method, problems, knots, weights, m, binned_
 
     def one(k, t):
         k = knot_sums(k, t, w)
-        return group_terms(score, k.weight, calibrate(k), jnp.sum(k.positives), jnp.sum(k.weight))
+        weight, c = calibrated_blocks(k)
+        return group_terms(score, weight, c, jnp.sum(k.positives), jnp.sum(k.weight))
 
     terms = jax.vmap(one)(knots, targets)
     return assemble(s_value, *(jnp.sum(t) for t in terms))

@@ -38,7 +38,14 @@ import jax.numpy as jnp
 
 from jaxcal._binning import check_binning
 from jaxcal._checks import check_option, check_probs_labels
-from jaxcal._corp import REDUCTIONS, binary_problems, calibrate, knot_sums, knots_of, packed_knots
+from jaxcal._corp import (
+    REDUCTIONS,
+    binary_problems,
+    calibrated_blocks,
+    knot_sums,
+    knots_of,
+    packed_knots,
+)
 from jaxcal._ece import binned_stats
 from jaxcal._numerics import compute_dtype, safe_divide, safe_log, weighted_mean
 
@@ -104,8 +111,8 @@ def corp_terms(score: str, scores, targets, weights):
         knots = packed_knots(scores, targets)
     else:
         knots = knot_sums(knots_of(scores, weights), targets, weights)
-    c = calibrate(knots)
-    return group_terms(score, knots.weight, c, jnp.sum(knots.positives), jnp.sum(knots.weight))
+    weight, c = calibrated_blocks(knots)
+    return group_terms(score, weight, c, jnp.sum(knots.positives), jnp.sum(knots.weight))
 
 
 def assemble(score_value, recalibrated, dsc, unc) -> ScoreDecomposition:

@@ -116,15 +116,43 @@ def pooled_pava(wg: jax.Array, sg: jax.Array, size: jax.Array) -> jax.Array:
     return pava(wb, sb, size_b)[block]
 
 
-@jax.custom_batching.custom_vmap
 def pava(wg: jax.Array, sg: jax.Array, size: jax.Array) -> jax.Array:
     """Pool-adjacent-violators on U = ``size`` groups (weights ``wg``, weighted sums ``sg``).
+
+    The blocks of :func:`pava_stack`, spread back to the groups: returns the fitted value
+    of each group ``(N,)`` (the first U are valid).
+    """
+    n = wg.shape[0]
+    sums, starts, top = pava_stack(wg, sg, size)
+    slots = jnp.arange(1, n + 1, dtype=jnp.int32)
+    live = slots <= top
+    flags = jnp.zeros((n,), jnp.int32).at[jnp.where(live, starts[1:-1], n)].set(1, mode="drop")
+    # (associative_scan: XLA:CPU lowers jnp.cumsum to a reduce-window 2-3x slower)
+    block = jnp.clip(jax.lax.associative_scan(jnp.add, flags), 1, n)  # slot of each group's block
+    means = safe_divide(sums[:, 0], sums[:, 1])
+    return means[block]
+
+
+def pava_blocks(wg: jax.Array, sg: jax.Array, size: jax.Array):
+    """The PAV blocks themselves: ``(weight, sum, live)``, each ``(N + 2,)``, the live
+    slots holding the blocks in increasing order of their means (what a sum over the
+    blocks needs, without spreading the means back to the groups)."""
+    sums, _, top = pava_stack(wg, sg, size)
+    slots = jnp.arange(sums.shape[0], dtype=jnp.int32)
+    live = (slots >= 1) & (slots <= top)
+    return jnp.where(live, sums[:, 1], 0), jnp.where(live, sums[:, 0], 0), live
+
+
+@jax.custom_batching.custom_vmap
+def pava_stack(wg: jax.Array, sg: jax.Array, size: jax.Array):
+    """The stack of pool-adjacent-violators: block sums, block starts and stack height.
 
     The stack algorithm, O(U): push the next group; while the top two blocks violate
     monotonicity (mean below >= mean on top), merge them. Each step pushes or merges, so
     one ``lax.while_loop`` of at most 2U steps does it all.
 
-    Returns the fitted value of each group ``(N,)`` (the first U are valid).
+    Returns ``(sums, starts, top)``: ``sums`` ``(N + 2, 2)`` the (weighted sum, weight)
+    of the blocks in slots 1..top, ``starts`` ``(N + 2,)`` their first groups.
 
     Why it is written this way: XLA updates a loop-carried buffer in place only when no
     value read from that buffer in the same step decides where it is written; otherwise it
@@ -183,23 +211,17 @@ def pava(wg: jax.Array, sg: jax.Array, size: jax.Array) -> jax.Array:
     zero, first = jnp.zeros(2, sg.dtype), jnp.int32(0)
     init = (first, first, zero, first, zero, first, sums, starts)
     _, top, _, _, _, _, sums, starts = jax.lax.while_loop(cond, step, init)
-    slots = jnp.arange(1, n + 1, dtype=jnp.int32)
-    live = slots <= top
-    flags = jnp.zeros((n,), jnp.int32).at[jnp.where(live, starts[1:-1], n)].set(1, mode="drop")
-    # (associative_scan: XLA:CPU lowers jnp.cumsum to a reduce-window 2-3x slower)
-    block = jnp.clip(jax.lax.associative_scan(jnp.add, flags), 1, n)  # slot of each group's block
-    means = safe_divide(sums[:, 0], sums[:, 1])
-    return means[block]
+    return sums, starts, top
 
 
-@pava.def_vmap
+@pava_stack.def_vmap
 def _pava_batched(axis_size, in_batched, wg, sg, size):
-    """vmap rule of :func:`pava`: the fits in sequence (``lax.map``), each in place."""
+    """vmap rule of :func:`pava_stack`: the fits in sequence (``lax.map``), each in place."""
     args = tuple(
         x if batched else jnp.broadcast_to(x, (axis_size, *x.shape))
         for x, batched in zip((wg, sg, size), in_batched, strict=True)
     )
-    return jax.lax.map(lambda a: pava(*a), args), True
+    return jax.lax.map(lambda a: pava_stack(*a), args), (True, True, True)
 
 
 def isotonic_fit(s: jax.Array, y: jax.Array, weights: jax.Array | None) -> IsotonicParams:

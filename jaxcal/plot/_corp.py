@@ -15,7 +15,6 @@ from jaxcal._murphy import murphy_diagram as murphy_values
 from jaxcal.plot._axes import AXES_STATE, as_key, hist_axes, named_models, next_model, pyplot
 from jaxcal.plot._reliability import ReliabilityDiagram
 
-
 SCORE_NAMES = {"brier": "Brier", "log": "log score"}
 
 
