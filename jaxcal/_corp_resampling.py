@@ -74,6 +74,16 @@ def _levels(confidence: float) -> tuple[float, float]:
     return alpha, 1 - alpha
 
 
+def _checked(probs, labels, weights, key, n_resamples, confidence, batch_size):
+    """The validated data, key and resampling options, with the batch plan."""
+    n_resamples = check_positive_int("n_resamples", n_resamples)
+    confidence = check_confidence(confidence)
+    batch_size = check_batch_size(batch_size)
+    probs, labels, weights = check_data(probs, labels, weights)
+    n_batches, batch = batch_plan(n_resamples, batch_size, probs.shape[0])
+    return probs, labels, weights, check_key(key), n_resamples, confidence, n_batches, batch
+
+
 def multiplicities(idx: jax.Array, n: int, dtype) -> jax.Array:
     """How often each of the n samples occurs among the drawn indices ``idx`` ``(N,)``."""
     return jax.ops.segment_sum(jnp.ones(idx.shape, dtype), idx, n)
@@ -198,12 +208,8 @@ def corp_bands(
     """
     check_option("kind", kind, BAND_KINDS)
     check_option("reduction", reduction, REDUCTIONS)
-    n_resamples = check_positive_int("n_resamples", n_resamples)
-    confidence = check_confidence(confidence)
-    batch_size = check_batch_size(batch_size)
-    probs, labels, weights = check_data(probs, labels, weights)
-    key = check_key(key)
-    n_batches, batch = batch_plan(n_resamples, batch_size, probs.shape[0])
+    checked = _checked(probs, labels, weights, key, n_resamples, confidence, batch_size)
+    probs, labels, weights, key, n_resamples, confidence, n_batches, batch = checked
     return _bands_kernel(
         probs, labels, weights, key, kind, n_resamples, confidence, reduction, n_batches, batch
     )
@@ -243,37 +249,9 @@ def _resampled_decomposition(score, method, problems, knots, weights, m, binned_
     return assemble(s_value, *(jnp.sum(t) for t in terms))
 
 
-@partial(
-    jax.jit,
-    static_argnames=(
-        "score",
-        "method",
-        "n_bins",
-        "binning",
-        "closed",
-        "reduction",
-        "n_resamples",
-        "confidence",
-        "n_batches",
-        "batch",
-    ),
-)
-def _ci_kernel(
-    probs,
-    labels,
-    weights,
-    key,
-    score,
-    method,
-    n_bins,
-    binning,
-    closed,
-    reduction,
-    n_resamples,
-    confidence,
-    n_batches,
-    batch,
-):
+@partial(jax.jit, static_argnames=("options", "n_resamples", "confidence", "n_batches", "batch"))
+def _ci_kernel(probs, labels, weights, key, options, n_resamples, confidence, n_batches, batch):
+    score, method, n_bins, binning, closed, reduction = options
     binned_args = (probs, labels, n_bins, binning, closed, reduction)
     estimate = decompose(score, method, probs, labels, weights, *binned_args[2:])
     scores, targets = binary_problems(probs, labels, reduction)
@@ -352,25 +330,9 @@ def score_decomposition_ci(
       "An Introduction to the Bootstrap", ch. 13.
     """
     n_bins = check_decomposition_options(score, method, n_bins, binning, closed, reduction)
-    n_resamples = check_positive_int("n_resamples", n_resamples)
-    confidence = check_confidence(confidence)
-    batch_size = check_batch_size(batch_size)
-    probs, labels, weights = check_data(probs, labels, weights)
-    key = check_key(key)
-    n_batches, batch = batch_plan(n_resamples, batch_size, probs.shape[0])
+    checked = _checked(probs, labels, weights, key, n_resamples, confidence, batch_size)
+    probs, labels, weights, key, n_resamples, confidence, n_batches, batch = checked
+    options = (score, method, n_bins, binning, closed, reduction)
     return _ci_kernel(
-        probs,
-        labels,
-        weights,
-        key,
-        score,
-        method,
-        n_bins,
-        binning,
-        closed,
-        reduction,
-        n_resamples,
-        confidence,
-        n_batches,
-        batch,
+        probs, labels, weights, key, options, n_resamples, confidence, n_batches, batch
     )
