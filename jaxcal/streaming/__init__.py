@@ -72,18 +72,21 @@ from jaxcal.streaming._state import (
     compute,
     init,
     merge,
-    reliability_curve,
     update,
 )
+from jaxcal.streaming._views import EqualMassECE, equal_mass_ece, rebin, reliability_curve
 
 __all__ = [
     "CalibrationMetric",
     "CalibrationState",
+    "EqualMassECE",
     "clu_metric",
     "compute",
+    "equal_mass_ece",
     "init",
     "merge",
     "nnx_metric",
+    "rebin",
     "reliability_curve",
     "update",
 ]
