@@ -96,9 +96,7 @@ def binned_stats(
     edges, bins = bin_edges_and_index(scores, n_bins, binning, closed, weights)
     segments = bins if groups is None else groups * n_bins + bins
     offsets = uniform_centres(n_bins) if binning == "uniform" else bin_centres(edges, n_groups)
-    sums = bin_sums(
-        segments, scores, targets, n_groups * n_bins, weights, offsets, moments, block
-    )
+    sums = bin_sums(segments, scores, targets, n_groups * n_bins, weights, offsets, moments, block)
     return edges, jax.tree_util.tree_map(lambda f: f.reshape(n_groups, n_bins), sums)
 
 

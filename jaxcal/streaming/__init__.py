@@ -65,6 +65,13 @@ References:
 """
 
 from jaxcal.streaming._clu import CalibrationMetric, clu_metric
+from jaxcal.streaming._corp import (
+    BucketCorp,
+    BucketDecomposition,
+    corp_curve,
+    corp_decomposition,
+    isotonic_params,
+)
 from jaxcal.streaming._nnx import nnx_metric  # imports flax on its first call only
 from jaxcal.streaming._state import OUTPUTS as OUTPUTS  # the keys of compute()'s dict
 from jaxcal.streaming._state import (
@@ -77,13 +84,18 @@ from jaxcal.streaming._state import (
 from jaxcal.streaming._views import EqualMassECE, equal_mass_ece, rebin, reliability_curve
 
 __all__ = [
+    "BucketCorp",
+    "BucketDecomposition",
     "CalibrationMetric",
     "CalibrationState",
     "EqualMassECE",
     "clu_metric",
     "compute",
+    "corp_curve",
+    "corp_decomposition",
     "equal_mass_ece",
     "init",
+    "isotonic_params",
     "merge",
     "nnx_metric",
     "rebin",
