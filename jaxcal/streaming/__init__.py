@@ -64,6 +64,8 @@ References:
   "Selection and sorting with limited storage".
 """
 
+from jaxcal.streaming._arrow import SCHEMA as SCHEMA  # the Arrow table's schema version
+from jaxcal.streaming._arrow import from_arrow, to_arrow
 from jaxcal.streaming._clu import CalibrationMetric, clu_metric
 from jaxcal.streaming._corp import (
     BucketCorp,
@@ -94,11 +96,13 @@ __all__ = [
     "corp_curve",
     "corp_decomposition",
     "equal_mass_ece",
+    "from_arrow",
     "init",
     "isotonic_params",
     "merge",
     "nnx_metric",
     "rebin",
     "reliability_curve",
+    "to_arrow",
     "update",
 ]
