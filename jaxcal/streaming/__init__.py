@@ -75,6 +75,12 @@ from jaxcal.streaming._corp import (
     isotonic_params,
 )
 from jaxcal.streaming._nnx import nnx_metric  # imports flax on its first call only
+from jaxcal.streaming._poisson import (
+    poisson_compute,
+    poisson_init,
+    poisson_interval,
+    poisson_update,
+)
 from jaxcal.streaming._state import OUTPUTS as OUTPUTS  # the keys of compute()'s dict
 from jaxcal.streaming._state import (
     CalibrationState,
@@ -101,6 +107,10 @@ __all__ = [
     "isotonic_params",
     "merge",
     "nnx_metric",
+    "poisson_compute",
+    "poisson_init",
+    "poisson_interval",
+    "poisson_update",
     "rebin",
     "reliability_curve",
     "to_arrow",
