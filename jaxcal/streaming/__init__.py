@@ -74,7 +74,9 @@ from jaxcal.streaming._corp import (
     corp_decomposition,
     isotonic_params,
 )
+from jaxcal.streaming._dask import dask_state
 from jaxcal.streaming._nnx import nnx_metric  # imports flax on its first call only
+from jaxcal.streaming._parquet import ParquetStates, parquet_state
 from jaxcal.streaming._poisson import (
     poisson_compute,
     poisson_init,
@@ -97,16 +99,19 @@ __all__ = [
     "CalibrationMetric",
     "CalibrationState",
     "EqualMassECE",
+    "ParquetStates",
     "clu_metric",
     "compute",
     "corp_curve",
     "corp_decomposition",
+    "dask_state",
     "equal_mass_ece",
     "from_arrow",
     "init",
     "isotonic_params",
     "merge",
     "nnx_metric",
+    "parquet_state",
     "poisson_compute",
     "poisson_init",
     "poisson_interval",
