@@ -75,6 +75,7 @@ from jaxcal.streaming._corp import (
     isotonic_params,
 )
 from jaxcal.streaming._dask import dask_state
+from jaxcal.streaming._hosts import process_merge
 from jaxcal.streaming._nnx import nnx_metric  # imports flax on its first call only
 from jaxcal.streaming._parquet import ParquetStates, parquet_state
 from jaxcal.streaming._poisson import (
@@ -116,6 +117,7 @@ __all__ = [
     "poisson_init",
     "poisson_interval",
     "poisson_update",
+    "process_merge",
     "rebin",
     "reliability_curve",
     "to_arrow",
