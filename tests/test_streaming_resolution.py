@@ -129,6 +129,22 @@ def test_corp_curve_and_decomposition_equal_exact_corp_on_grid_forecasts():
     assert_close(log.score, log.miscalibration - log.discrimination + log.uncertainty)
 
 
+@pytest.mark.parametrize("score", ["brier", "log"])
+def test_bucket_corp_equals_jaxcal_corp_on_grid_forecasts(score):
+    p, y = _grid_data(seed=5)
+    state = _fine(p, y, binary=True, resolution=256)
+    curve, exact = streaming.corp_curve(state), jaxcal.corp_curve(p, y)
+    size = int(exact.size)
+    assert int(curve.size) == size
+    assert_close(curve.calibrated[:size], exact.calibrated[:size])
+    assert_close(curve.forecasts[:size], exact.forecasts[:size])
+    got = streaming.corp_decomposition(state, score=score)
+    want = jaxcal.score_decomposition(p, y, score=score)
+    assert type(got) is type(want)
+    for a, b in zip(got, want, strict=True):
+        assert_close(a, b)
+
+
 def test_coarser_buckets_lower_miscalibration_and_discrimination_alike():
     p, y = _grid_data()
     fine = streaming.corp_decomposition(_fine(p, y, binary=True, resolution=256))

@@ -69,7 +69,6 @@ from jaxcal.streaming._arrow import from_arrow, to_arrow
 from jaxcal.streaming._clu import CalibrationMetric, clu_metric
 from jaxcal.streaming._corp import (
     BucketCorp,
-    BucketDecomposition,
     corp_curve,
     corp_decomposition,
     isotonic_params,
@@ -96,7 +95,6 @@ from jaxcal.streaming._views import EqualMassECE, equal_mass_ece, rebin, reliabi
 
 __all__ = [
     "BucketCorp",
-    "BucketDecomposition",
     "CalibrationMetric",
     "CalibrationState",
     "EqualMassECE",

@@ -17,7 +17,7 @@ states and the Arrow table share it.
   with exact quantile edges.
 * **PAV over buckets**: the isotonic fit of the outcomes on the bucket order is the exact
   CORP fit of the forecasts rounded to their bucket (PAV sees only the order and the
-  sums), computed by :func:`jaxcal._isotonic.pava` on the non-empty buckets.
+  sums), computed by :func:`jaxcal._isotonic.pooled_pava` on the non-empty buckets.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxcal._isotonic import pava
+from jaxcal._isotonic import pooled_pava
 
 
 def centres(n: int, dtype) -> jax.Array:
@@ -103,7 +103,7 @@ def bucket_pav(weight: jax.Array, positives: jax.Array) -> tuple[jax.Array, jax.
     order = jnp.argsort(~present, stable=True).astype(jnp.int32)
     size = jnp.sum(present, dtype=jnp.int32)
     w, s = weight[order], positives[order]
-    fitted = pava(jnp.where(w > 0, w, 1), s, size)
+    fitted = pooled_pava(jnp.where(w > 0, w, 1), s, size)
     last = jnp.maximum(size - 1, 0)
     live = jnp.arange(r, dtype=jnp.int32) < size
     return order, jnp.where(live, fitted, fitted[last])

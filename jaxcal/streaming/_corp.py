@@ -10,7 +10,8 @@ DSC are both at most the exact ones, short by the same amount, the discriminatio
 inside the buckets, which vanishes as R grows.
 
 :func:`corp_from_sums` takes plain bucket sums, so any producer of per-bucket weights and
-outcome sums (an engine's ``GROUP BY``, :func:`jaxcal.corp_curve`'s knots) can share it.
+outcome sums (an engine's ``GROUP BY``) can share it; the decomposition's terms are
+:mod:`jaxcal._decomposition`'s (those of :func:`jaxcal.score_decomposition`).
 """
 
 from __future__ import annotations
@@ -22,13 +23,12 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._checks import check_option
+from jaxcal._decomposition import SCORES, ScoreDecomposition, assemble, group_terms
 from jaxcal._isotonic import IsotonicParams
-from jaxcal._numerics import safe_divide, safe_log
+from jaxcal._numerics import safe_divide
 from jaxcal.streaming._buckets import bucket_pav
 from jaxcal.streaming._state import CalibrationState, check_state, value_of
 from jaxcal.streaming._views import main_cells
-
-SCORES = ("brier", "log")
 
 
 class BucketCorp(NamedTuple):
@@ -101,55 +101,34 @@ def corp_curve(state: CalibrationState) -> BucketCorp:
     return _curve_kernel(check_state(state))
 
 
-class BucketDecomposition(NamedTuple):
-    """S = MCB - DSC + UNC of a binary state (:func:`corp_decomposition`), 0-d arrays.
-
-    Attributes:
-      score: S, the mean score of the forecasts (exact: from the per-sample sums).
-      miscalibration: MCB = S minus the score of the bucket-CORP recalibration.
-      discrimination: DSC = UNC minus that score.
-      uncertainty: UNC, the score of the base rate.
-    """
-
-    score: jax.Array
-    miscalibration: jax.Array
-    discrimination: jax.Array
-    uncertainty: jax.Array
-
-
-def _entropy(score, c):
-    """Expected score of a calibrated forecast c: c(1 - c), or the binary entropy."""
-    if score == "brier":
-        return c * (1 - c)
-    return -(c * safe_log(c) + (1 - c) * safe_log(1 - c))
-
-
 @partial(jax.jit, static_argnames=("score",))
 def _decomposition_kernel(state, score):
     _, _, totals = value_of(state)
     cells = main_cells(state)
     curve = corp_from_sums(*cells)
     total = totals[0]
-    base = safe_divide(cells.sum_target.sum(), total)
-    recalibrated = safe_divide(jnp.sum(curve.weight * _entropy(score, curve.calibrated)), total)
-    s = safe_divide(totals[1] if score == "brier" else totals[2], total)
-    unc = _entropy(score, base)
-    return BucketDecomposition(s, s - recalibrated, unc - recalibrated, unc)
+    terms = group_terms(score, curve.weight, curve.calibrated, cells.sum_target.sum(), total)
+    return assemble(safe_divide(totals[1] if score == "brier" else totals[2], total), *terms)
 
 
-def corp_decomposition(state: CalibrationState, *, score: str = "brier") -> BucketDecomposition:
+def corp_decomposition(state: CalibrationState, *, score: str = "brier") -> ScoreDecomposition:
     """CORP score decomposition S = MCB - DSC + UNC of a binary state, from its buckets.
 
     S is the mean Brier score or log loss of the forecasts (exact, from the state's
     per-sample sums: :func:`jaxcal.brier_score`, :func:`jaxcal.log_loss`); the
     recalibrated score is that of :func:`corp_curve`'s values, sum_j (W_j / W) e(c_j)
-    with e(c) = c(1 - c) (Brier) or the binary entropy (log); UNC = e(base rate). Exact
+    with e(c) = c(1 - c) (Brier) or the binary entropy (log); UNC = e(base rate); the
+    terms are those of :func:`jaxcal.score_decomposition` (``method="corp"``). Exact
     CORP for forecasts that a bucket never mixes; otherwise MCB and DSC are both at most
     the exact CORP values, short by the same amount (module docstring).
 
     Args:
       state: a binary :class:`CalibrationState` (``init(..., binary=True)``).
       score: ``"brier"`` or ``"log"``.
+
+    Returns:
+      :class:`jaxcal.ScoreDecomposition` ``(score, miscalibration, discrimination,
+      uncertainty)``.
 
     Example:
       >>> import jax.numpy as jnp
