@@ -66,18 +66,24 @@ def test_replicates_do_not_depend_on_batching_order_or_sharding():
     assert_close(a, b)
 
 
-def test_replicate_is_the_state_of_the_poisson_weighted_stream():
-    probs, labels, _ = _data(binary=True)
+@pytest.mark.parametrize("binary", [True, False])
+def test_replicate_is_the_state_of_the_poisson_weighted_stream(binary):
+    probs, labels, weights = _data(binary=binary)
+    k = 2 if binary else probs.shape[1]
     ids = jnp.arange(len(labels))
+    options = dict(binary=binary, resolution=40, closed="left")
     reps = streaming.poisson_update(
-        streaming.poisson_init(10, 2, 3, binary=True), probs, labels, ids, key=KEY
+        streaming.poisson_init(10, k, 3, **options), probs, labels, ids, key=KEY, weights=weights
     )
-    w = np.asarray(poisson_weights(KEY, ids, 3), np.float32)
+    w = np.asarray(poisson_weights(KEY, ids, 3), np.float32) * weights
+    got = streaming.poisson_compute(reps)
     for b in range(3):
-        one = streaming.update(streaming.init(10, 2, binary=True), probs, labels, w[b])
-        got = streaming.poisson_compute(reps)
-        for name in ("ece", "brier", "log_loss", "reliability"):
-            assert_close(got[name][b], streaming.compute(one)[name], err_msg=name)
+        one = streaming.update(streaming.init(10, k, **options), probs, labels, w[b])
+        np.testing.assert_array_equal(reps.top_count[b], one.top_count)
+        np.testing.assert_array_equal(reps.class_count[b], one.class_count)
+        want = streaming.compute(one)
+        for name in streaming.OUTPUTS:
+            assert_close(got[name][b], want[name], err_msg=name)
 
 
 def test_bad_arguments_name_them():

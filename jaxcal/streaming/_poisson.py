@@ -33,13 +33,15 @@ import numpy as np
 from jaxcal._checks import check_option, check_positive_int, check_probs_labels
 from jaxcal._ece import AVERAGES, check_norm
 from jaxcal._random import resample_seeds, threefry2x32
+from jaxcal.streaming._replicates import replicate_sums
 from jaxcal.streaming._state import (
     CalibrationState,
     _compute_kernel,
-    _update_kernel,
+    add_batch,
     check_bins,
     check_state,
     init,
+    mask_padding,
 )
 
 _MAX_COUNT = 12
@@ -104,14 +106,28 @@ def _replicates(states: Any) -> CalibrationState:
     return states
 
 
+#: Replicates whose weighted sums are computed together (memory: N x this many floats
+#: per summed quantity).
+REPLICATE_CHUNK = 16
+
+
 @jax.jit
 def _poisson_update_kernel(states, probs, labels, weights, ids, key):
-    counts = poisson_weights(key, ids, states.totals.shape[0])
-    dtype = states.dtype
-    w = counts.astype(dtype)
+    b = states.totals.shape[0]
+    counts = poisson_weights(key, ids, b)
+    probs, labels, weights = mask_padding(states, probs, labels, weights)
+    w = counts.astype(states.dtype)
     if weights is not None:
-        w = w * weights.astype(dtype)[None, :]
-    return jax.vmap(lambda s, wb: _update_kernel(s, probs, labels, wb)[0])(states, w)
+        w = w * weights.astype(states.dtype)[None, :]
+    chunk = min(REPLICATE_CHUNK, b)
+    w = jnp.concatenate([w, jnp.zeros((-b % chunk, w.shape[1]), w.dtype)])
+
+    def sums_of(wc):
+        return replicate_sums(probs, labels, wc, states.resolution, states.closed, states.binary)
+
+    sums = jax.lax.map(sums_of, w.reshape(-1, chunk, w.shape[1]))
+    sums = jax.tree_util.tree_map(lambda x: x.reshape(-1, *x.shape[2:])[:b], sums)
+    return jax.vmap(add_batch)(states, sums)
 
 
 def poisson_update(

@@ -222,21 +222,27 @@ def _batch_sums(probs, labels, weights, n_bins, closed, binary):
     )
 
 
-@jax.jit
-def _update_kernel(state, probs, labels, weights):
-    # Eagerly every row is validated, padding too (the summary reads the raw inputs).
-    summary = summarize(probs, labels, weights)
-    if weights is not None:
-        # Zero-weight rows (padding) never touch the state, whatever they hold (even NaN).
-        keep = weights > 0
-        weights = jnp.where(keep, weights, 0)
-        fill = jnp.asarray(0.5 if state.binary else 1 / state.num_classes, probs.dtype)
-        mask = keep if probs.ndim == 1 else keep[:, None]
-        probs = jnp.where(mask, probs, fill)
-        labels = jnp.where(keep, labels, 0)
-    top_count, top_sums, class_count, class_sums, totals = _batch_sums(
-        probs, labels, weights, state.resolution, state.closed, state.binary
-    )
+def mask_padding(state, probs, labels, weights):
+    """Zero-weight rows (padding) never touch the state, whatever they hold (even NaN):
+    their probabilities become uniform, their labels 0 and their weights exactly 0."""
+    if weights is None:
+        return probs, labels, weights
+    keep = weights > 0
+    fill = jnp.asarray(0.5 if state.binary else 1 / state.num_classes, probs.dtype)
+    mask = keep if probs.ndim == 1 else keep[:, None]
+    return jnp.where(mask, probs, fill), jnp.where(keep, labels, 0), jnp.where(keep, weights, 0)
+
+
+def accumulate(state, probs, labels, weights):
+    """The state plus one batch's sums (compensated); inputs already masked."""
+    sums = _batch_sums(probs, labels, weights, state.resolution, state.closed, state.binary)
+    return add_batch(state, sums)
+
+
+def add_batch(state, sums):
+    """The state plus one batch's ``(top_count, top_sums, class_count, class_sums,
+    totals)`` in the state's layout (TwoSum-compensated)."""
+    top_count, top_sums, class_count, class_sums, totals = sums
     new_sums, new_comp = [], []
     for name, batch, low in zip(
         _FLOAT_FIELDS, (top_sums, class_sums, totals), state.compensation, strict=True
@@ -252,7 +258,14 @@ def _update_kernel(state, probs, labels, weights):
         class_sums=new_sums[1],
         totals=new_sums[2],
         compensation=tuple(new_comp),
-    ), summary
+    )
+
+
+@jax.jit
+def _update_kernel(state, probs, labels, weights):
+    # Eagerly every row is validated, padding too (the summary reads the raw inputs).
+    summary = summarize(probs, labels, weights)
+    return accumulate(state, *mask_padding(state, probs, labels, weights)), summary
 
 
 def update(
