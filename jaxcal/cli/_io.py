@@ -217,7 +217,7 @@ def load(path: Path, args: argparse.Namespace) -> Model:
             logits_cols=(args.logits or None) if logits_flag else None,
             labels_col=args.labels,
         )
-    raise InputError(f"{path}: unsupported file type {suffix!r}; use .npz, .npy or .csv.")
+    raise InputError(f"{path}: unsupported file type {suffix!r}; use .npz, .npy, .csv or .parquet.")
 
 
 def load_demo() -> list[Model]:
