@@ -154,10 +154,11 @@ def parquet_state(
         p = np.stack([batch[c] for c in prob_cols], axis=1).astype(np.float32)
         p = p[:, 0] if binary else p
         y = batch[labels].astype(np.int32)
-        w = batch[weights].astype(np.float32) if weights else None
-        if valid < batch_rows or w is not None:
-            real = (np.arange(batch_rows) < valid).astype(np.float32)
-            w = real if w is None else w * real
+        # Weights always (ones, zero on the padding): every batch is one compiled variant,
+        # where weights only on the padded last batch would compile a second one (~2 s).
+        w = (np.arange(batch_rows) < valid).astype(np.float32)
+        if weights:
+            w = w * batch[weights].astype(np.float32)
         state = update(state, p, y, w)
         if reps is not None:
             ids = np.arange(first_id + rows, first_id + rows + batch_rows, dtype=np.int64)
