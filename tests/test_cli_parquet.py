@@ -27,7 +27,7 @@ def _binary_file(tmp_path):
 
 def test_binary_parquet_report_equals_the_one_shot_metrics(tmp_path, capsys):
     path, p, y = _binary_file(tmp_path)
-    doc = json_report(["report", str(path), "--bins", "10", "--resamples", "8"], capsys)
+    doc = json_report(["report", str(path), "--bins", "10", "--resamples", "0"], capsys)
     assert doc["schema"] == "jaxcal.report/1" and doc["settings"]["streamed"]
     (model,) = doc["models"]
     assert model["n"] == len(y) and model["binary"] and model["tests"] == {}
@@ -48,12 +48,21 @@ def test_binary_parquet_report_equals_the_one_shot_metrics(tmp_path, capsys):
         assert_close(_value(m[name]), value, err_msg=name)
     exact = float(jaxcal.ece(p, y, n_bins=10, binning="quantile"))
     assert abs(m["ece_quantile"]["value"] - exact) <= model["ece_quantile_bound"] + 1e-6
-    assert m["mce"]["low"] is None
-    assert m["brier"]["low"] <= m["brier"]["value"] <= m["brier"]["high"]
     corp = jaxcal.score_decomposition(p, y)
     # The buckets pool forecasts closer than 1/4100: CORP's MCB and DSC a little lower.
     assert_close(_value(m["corp_brier"]), corp.score)
     assert_close(_value(m["corp_brier_miscalibration"]), corp.miscalibration, atol=5e-3)
+
+
+@pytest.mark.slow  # compiles the replicates' update and metrics: ~15 s CPU
+def test_binary_parquet_report_has_poisson_bootstrap_intervals(tmp_path, capsys):
+    path, _, _ = _binary_file(tmp_path)
+    doc = json_report(["report", str(path), "--bins", "10", "--resamples", "8"], capsys)
+    assert doc["settings"]["interval"] == "Poisson bootstrap (keyed by row number)"
+    m = doc["models"][0]["metrics"]
+    assert m["mce"]["low"] is None
+    assert m["brier"]["low"] <= m["brier"]["value"] <= m["brier"]["high"]
+    assert m["corp_brier"]["low"] <= m["corp_brier"]["value"] <= m["corp_brier"]["high"]
 
 
 def test_multiclass_folder_with_column_globs_and_no_intervals(tmp_path, capsys):

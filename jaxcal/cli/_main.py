@@ -68,6 +68,11 @@ of an earlier revision reads every later one)::
                                "results": {CALIBRATOR: {"ece": float, "log_loss": float,
                                                         "brier": float, "accuracy": float}}}}]}
 
+A streamed (Parquet) report has ``"interval": "Poisson bootstrap (keyed by row number)"``
+(null with ``--resamples 0``), ``"folds": null``, empty ``"tests"``, ``"fit": null``, and
+adds ``"streamed": true`` and ``"resolution"`` (buckets) to the settings and
+``"ece_quantile_bound"`` (the equal-mass ECE's error bound) to each model.
+
 Metric NAMEs: ``accuracy``, ``ece``, ``ece_quantile``, ``ece_l2_debiased``, ``mce``,
 ``classwise_ece`` and ``top_label_ece`` (multiclass only), ``brier``, ``log_loss``, and the
 CORP decomposition ``corp_brier``, ``corp_brier_miscalibration``,

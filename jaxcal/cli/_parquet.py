@@ -28,9 +28,9 @@ import numpy as np
 import jaxcal
 from jaxcal import streaming
 from jaxcal.cli._format import _cells, _json_safe, _num, _table
-from jaxcal.cli._io import LABEL_COLUMNS, InputError, _select
+from jaxcal.cli._io import InputError, _select, label_column
 from jaxcal.cli._report import CONFIDENCE, CORP_ROWS, DECOMPOSITION, ROW_ORDER, metric_specs
-from jaxcal.streaming._parquet import dataset
+from jaxcal.streaming._parquet import BATCH_ROWS, dataset
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
@@ -50,17 +50,7 @@ def _columns(path: Path, names: list[str], args: argparse.Namespace) -> tuple[li
     """The probability columns and the label column, chosen as for ``.csv`` files."""
     if args.logits is not None:
         raise InputError(f"{path}: --logits is not available for Parquet; give probabilities.")
-    labels = args.labels
-    if labels is None:
-        present = [c for c in LABEL_COLUMNS if c in names]
-        if not present:
-            raise InputError(
-                f"{path}: no label column among {list(LABEL_COLUMNS)}; name it with --labels "
-                f"COL (columns: {names})."
-            )
-        labels = present[0]
-    if labels not in names:
-        raise InputError(f"{path}: no column {labels!r} for the labels; columns: {names}.")
+    labels = label_column(path, names, args.labels)
     if args.probs:
         probs = [names[i] for i in _select(path, names, args.probs, "--probs")]
     else:
@@ -141,6 +131,10 @@ def _report_one(path: Path, args: argparse.Namespace) -> tuple[dict, dict]:
     probs, labels = _columns(path, names, args)
     resolution = args.bins * math.ceil(MIN_RESOLUTION / args.bins)
     bar = _Bar(path.stem, args.quiet)
+    # Batches no larger than the data (a power of two, at least 1024): small files run
+    # small kernels; large ones stream at BATCH_ROWS.
+    rows = data.count_rows()
+    batch_rows = min(BATCH_ROWS, 1 << max(10, (rows - 1).bit_length()))
     try:
         out = streaming.parquet_state(
             data,
@@ -150,6 +144,7 @@ def _report_one(path: Path, args: argparse.Namespace) -> tuple[dict, dict]:
             resolution=resolution,
             n_replicates=args.resamples,
             key=jax.random.key(args.seed),
+            batch_rows=batch_rows,
             progress=bar,
         )
     except ValueError as err:

@@ -68,9 +68,15 @@ def fixed_batches(
 ) -> Iterator[tuple[dict[str, np.ndarray], int]]:
     """Numpy batches of exactly ``batch_rows`` rows of ``columns`` and the number of real
     rows in each (the last batch is padded with copies of its first row)."""
+    ds = _pyarrow_dataset()
+    options = {}
+    if isinstance(getattr(data, "format", None), ds.ParquetFileFormat):
+        # No pre-buffering: it keeps every column chunk read from a file until the file
+        # ends, memory linear in the file's size (a 447 MiB file: 660 MiB; without: 200).
+        options["fragment_scan_options"] = ds.ParquetFragmentScanOptions(pre_buffer=False)
     pending: list[dict[str, np.ndarray]] = []
     held = 0
-    for batch in data.to_batches(columns=list(columns), batch_size=batch_rows):
+    for batch in data.to_batches(columns=list(columns), batch_size=batch_rows, **options):
         if batch.num_rows == 0:
             continue
         for c in columns:
