@@ -28,7 +28,7 @@ from _timing import compile_seconds, environment, fmt_ms, time_interleaved
 
 import jaxcal
 from jaxcal import calibrators, streaming
-from jaxcal._binning import bin_sums, uniform_bin_index, uniform_centres
+from jaxcal._binning import bin_sums, uniform_anchors, uniform_bin_index
 
 
 def softmax_rows(rng, n, k, scale=3.0):
@@ -130,7 +130,7 @@ def main() -> None:
     for m in (15, 100):
         bins = uniform_bin_index(pb, m)
         targets = yb == 1
-        scatter = jit(lambda b, s, t, m=m: bin_sums(b, s, t, m, None, uniform_centres(m)))
+        scatter = jit(lambda b, s, t, m=m: bin_sums(b, s, t, m, None, uniform_anchors(m)))
         compare = jit(lambda b, s, t, m=m: one_hot_sums(b, s, t, m))
         t = time_interleaved(
             {

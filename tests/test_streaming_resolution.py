@@ -36,7 +36,7 @@ def test_compute_at_any_divisor_equals_a_state_binned_so_from_the_start(binary):
         np.testing.assert_array_equal(coarse.class_count, direct.class_count)
         got, want = streaming.compute(fine, n_bins=m), streaming.compute(direct)
         for name in streaming.OUTPUTS:
-            # Sums re-centred on the bins' centres: a few float32 ulps of the moments.
+            # Sums re-anchored on the bins' anchors: a few float32 ulps of the moments.
             assert_close(got[name], want[name], atol=1e-6, err_msg=f"{name} at M={m}")
         # ... and a rebinned state merges with a state of M bins.
         merged = streaming.compute(streaming.merge(coarse, direct))

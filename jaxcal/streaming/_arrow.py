@@ -18,7 +18,8 @@ Schema ``jaxcal.state/1``: one row per non-empty cell, columns
 ``weight``         float64    sum of weights w (the count without weights)
 ``sum_score``      float64    sum of w x
 ``sum_target``     float64    sum of w t (t = 1[y = k], or correctness for ``"top"``)
-``sum_dev``        float64    sum of w d, d = x - (j + 1/2) / R (read on ``"class"`` rows)
+``sum_dev``        float64    sum of w d, d = x - a_j, a_j = (j + 1/2) / R except
+                              a_0 = 0 and a_{R-1} = 1 (read on ``"class"`` rows)
 ``sum_dev_sq``     float64    sum of w d^2 (read on ``"class"`` rows)
 ``sum_dev_target`` float64    sum of w d t (read on ``"class"`` rows)
 ``sum_brier``      float64    any share of sum of w (p - y)^2 over the samples (binary;

@@ -7,8 +7,9 @@ states and the Arrow table share it.
 * **Exact re-binning** to M bins with M dividing R: the bin edges k/M are the bucket
   edges kR/M (the same rationals, hence the same values rounded to any dtype), so every
   sample's coarse bin is its bucket's; counts, weights and sums add up. The moments of
-  the Brier decomposition are deviations from the *bucket's* centre c_j; re-centred on
-  the coarse bin's centre C_b (shift delta = c_j - C_b, |delta| < 1/(2M)) they become
+  the Brier decomposition are deviations from the *bucket's* anchor a_j (its centre; 0
+  and 1 for the end buckets, :func:`jaxcal._binning.bin_anchors`); re-anchored on the
+  coarse bin's anchor A_b (shift delta = a_j - A_b, |delta| <= 1/M) they become
   sum d' = sum d + delta W, sum d'^2 = sum d^2 + 2 delta sum d + delta^2 W and
   sum d' y = sum d y + delta T, exact identities (round-off only).
 * **Equal-mass groups**: the quantile edges of the data lie inside buckets; a bucket
@@ -25,13 +26,14 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxcal._binning import uniform_anchors
 from jaxcal._isotonic import pooled_pava
 
 
-def centres(n: int, dtype) -> jax.Array:
-    """``(b + 1/2) / n`` for b < n, as :func:`jaxcal._binning.uniform_centres` computes
-    them (float32 arithmetic, then cast), so the shifts match the update's offsets."""
-    return ((jnp.arange(n, dtype=jnp.float32) + 0.5) / n).astype(dtype)
+def anchors(n: int, dtype) -> jax.Array:
+    """The anchors of n uniform bins, computed by :func:`jaxcal._binning.uniform_anchors`
+    (float32 arithmetic, then cast), so the shifts match the update's offsets."""
+    return uniform_anchors(n)(jnp.arange(n, dtype=jnp.int32)).astype(dtype)
 
 
 def coarsen(x: jax.Array, n_bins: int) -> jax.Array:
@@ -43,13 +45,13 @@ def coarsen(x: jax.Array, n_bins: int) -> jax.Array:
 def coarsen_moments(sums: jax.Array, n_bins: int) -> jax.Array:
     """Re-bin classwise sums ``(6, K, R)`` (weight, sum p, sum y, sum d, d^2, d y) to M.
 
-    The three moments are re-centred from the buckets' centres to the bins' centres (the
+    The three moments are re-anchored from the buckets' anchors to the bins' anchors (the
     module's identities); applied to the high and low parts of a compensated sum alike
     (the map is linear in the sums).
     """
     r = sums.shape[-1]
     dtype = sums.dtype
-    delta = (centres(r, dtype) - jnp.repeat(centres(n_bins, dtype), r // n_bins))[None, :]
+    delta = (anchors(r, dtype) - jnp.repeat(anchors(n_bins, dtype), r // n_bins))[None, :]
     w, s_p, s_y, s_d, s_dd, s_dy = sums
     shifted = (
         w,

@@ -1,7 +1,7 @@
 """The sums of one batch in many weightings at once: the bootstrap replicates' update.
 
 B replicates weight the same rows differently, so the bins, the deviations from the bins'
-centres and the per-sample scores are computed once, and only the weighted sums are
+anchors and the per-sample scores are computed once, and only the weighted sums are
 done B times: scatters whose rows are B-wide vectors (one contiguous add per row and
 quantity), in blocks of rows added by a tree, as :func:`jaxcal._binning.bin_sums` does
 for one weighting. (``vmap`` of the one-weighting update over B recomputes nothing
@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxcal._binning import uniform_bin_index, uniform_centres
+from jaxcal._binning import uniform_anchors, uniform_bin_index
 from jaxcal._confidence import scores_and_targets
 from jaxcal._numerics import block_segment_ids, compute_dtype, rows_per_block, tree_sum
 from jaxcal._scoring import brier_per_sample, log_loss_per_sample
@@ -61,24 +61,24 @@ def replicate_sums(probs, labels, weights, n_bins, closed, binary):
         probs = jnp.stack([1 - probs, probs], axis=1)
     k = probs.shape[1]
     s_top, s_class = k * n_bins, k * n_bins
-    centre = uniform_centres(n_bins)
+    anchor = uniform_anchors(n_bins)
     conf, correct, pred = scores_and_targets(probs, labels, "confidence")
     conf = conf.astype(dtype)
     top_ids = pred.astype(jnp.int32) * n_bins + uniform_bin_index(conf, n_bins, closed)
-    top_dev = conf - centre(top_ids).astype(dtype)
+    top_dev = conf - anchor(top_ids).astype(dtype)
     ones = jnp.ones_like(conf)
     block = rows_per_block(s_top)
     top = _sums(top_ids, [ones, top_dev, correct.astype(dtype)], wt, s_top, block)
-    top = top.at[1].add(centre(jnp.arange(s_top, dtype=jnp.int32)).astype(dtype)[:, None] * top[0])
+    top = top.at[1].add(anchor(jnp.arange(s_top, dtype=jnp.int32)).astype(dtype)[:, None] * top[0])
     p = probs.astype(dtype)
     class_ids = jnp.arange(k, dtype=jnp.int32)[None, :] * n_bins + uniform_bin_index(
         p, n_bins, closed
     )
-    dev = p - centre(class_ids).astype(dtype)
+    dev = p - anchor(class_ids).astype(dtype)
     y = (labels[:, None] == jnp.arange(k, dtype=labels.dtype)[None, :]).astype(dtype)
     cls = _sums(class_ids, [jnp.ones_like(p), dev, y, dev * dev, dev * y], wt, s_class, block)
-    centres = centre(jnp.arange(s_class, dtype=jnp.int32)).astype(dtype)[:, None]
-    class_sums = jnp.stack([cls[0], cls[1] + centres * cls[0], cls[2], cls[1], cls[3], cls[4]])
+    anchors = anchor(jnp.arange(s_class, dtype=jnp.int32)).astype(dtype)[:, None]
+    class_sums = jnp.stack([cls[0], cls[1] + anchors * cls[0], cls[2], cls[1], cls[3], cls[4]])
 
     def as_state(x):  # (..., K M, B) -> (B, ..., K, M)
         return jnp.moveaxis(x.reshape(*x.shape[:-2], k, n_bins, x.shape[-1]), -1, 0)

@@ -67,7 +67,7 @@ def rebin(state: CalibrationState, n_bins: int) -> CalibrationState:
 
     Exact: M must divide the state's resolution R, so that each bin is a union of R / M
     buckets (the edges k/M and kR/M are the same numbers, rounded alike in every dtype);
-    the Brier decomposition's moments are re-centred on the bins' centres (identities,
+    the Brier decomposition's moments are re-anchored on the bins' anchors (identities,
     round-off only). The result merges with states made by ``init(n_bins, ...)``.
 
     Example:
