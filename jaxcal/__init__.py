@@ -22,6 +22,7 @@ from jaxcal.metrics import (
     uniform_edges,
 )
 from jaxcal.stats import (
+    ICI,
     BinomialInterval,
     BootstrapResult,
     CalibrationTests,
@@ -41,6 +42,7 @@ from jaxcal.stats import (
     consistency_bands,
     consistency_test,
     cumulative_differences,
+    ici,
     ks_test,
     kuiper_test,
     log_brownian_max_sf,
@@ -54,6 +56,7 @@ from jaxcal.stats import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ICI",
     "BinStats",
     "BinomialInterval",
     "BootstrapResult",
@@ -85,6 +88,7 @@ __all__ = [
     "coverage",
     "cumulative_differences",
     "ece",
+    "ici",
     "ks_test",
     "kuiper_test",
     "log_brownian_max_sf",

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._numerics import safe_divide
+from jaxcal._numerics import int_dtype_of, safe_divide
 
 
 class IsotonicParams(NamedTuple):
@@ -130,20 +130,77 @@ def pava(wg: jax.Array, sg: jax.Array, size: jax.Array) -> jax.Array:
     return means[block]
 
 
-def isotonic_fit(s: jax.Array, y: jax.Array, weights: jax.Array | None) -> IsotonicParams:
+class Groups(NamedTuple):
+    """Samples sorted by score and grouped by equal score, in buffers of the sample size N.
+
+    Attributes:
+      x: ``(N,)`` the groups' scores in increasing order (the first ``size`` are used).
+      weight: ``(N,)`` total sample weight of each group.
+      total: ``(N,)`` weighted sum of the targets of each group.
+      size: int32 number U of groups (samples with positive weight only).
+    """
+
+    x: jax.Array
+    weight: jax.Array
+    total: jax.Array
+    size: jax.Array
+
+
+def sort_key(s: jax.Array) -> jax.Array:
+    """Integers that order like the floats ``s`` (-0.0 and +0.0 alike; NaN not allowed).
+
+    XLA:CPU sorts integers an order of magnitude faster than floats (whose comparator
+    handles NaN): 1.7 ms against 23 ms for 5e4 float32 scores.
+    """
+    itype = int_dtype_of(s.dtype)
+    bits = jax.lax.bitcast_convert_type(s + 0, itype)  # + 0 turns -0.0 into +0.0
+    return jnp.where(bits < 0, bits ^ jnp.iinfo(itype).max, bits)
+
+
+def _from_sort_key(key: jax.Array, dtype) -> jax.Array:
+    bits = jnp.where(key < 0, key ^ jnp.iinfo(key.dtype).max, key)
+    return jax.lax.bitcast_convert_type(bits, dtype)
+
+
+def sorted_groups(
+    s: jax.Array, y: jax.Array, weights: jax.Array | None, eps: float | None
+) -> Groups:
+    """Sort the scores once and sum each group of equal scores (zero-weight samples dropped).
+
+    ``eps``: scikit-learn's grouping (:func:`group_starts`) with that resolution, or ``None``
+    for exact ties (each distinct score its own group, as Venn-Abers and centred isotonic
+    regression need). Only the scores are sorted (as integer keys, :func:`sort_key`); each
+    sample finds its group by a binary search, and the groups' sums are scatter-adds.
+    """
     n = s.shape[0]
     dtype = s.dtype
     w = jnp.ones((n,), dtype) if weights is None else weights.astype(dtype)
     valid = w > 0  # zero-weight samples are dropped, as in scikit-learn
-    key = jnp.where(valid, s, jnp.inf)
-    order = jnp.argsort(key, stable=True)
-    xs, ys, ws, vs = key[order], y.astype(dtype)[order], w[order], valid[order]
-    new = group_starts(xs, vs, float(np.finfo(dtype).resolution))
+    top = jnp.iinfo(int_dtype_of(dtype)).max
+    key = jnp.where(valid, sort_key(s), top)
+    keys = jnp.sort(key)
+    live = keys != top
+    if eps is None:
+        new = jnp.concatenate([jnp.ones((1,), bool), keys[1:] != keys[:-1]]) & live
+    else:
+        new = group_starts(_from_sort_key(keys, dtype), live, eps)
     size = jnp.sum(new).astype(jnp.int32)
-    gid = jnp.maximum(jnp.cumsum(new.astype(jnp.int32)) - 1, 0)
-    wg = jax.ops.segment_sum(jnp.where(vs, ws, 0), gid, n)
-    sg = jax.ops.segment_sum(jnp.where(vs, ws * ys, 0), gid, n)
-    xg = jnp.zeros((n,), dtype).at[jnp.where(new, gid, n)].set(xs, mode="drop")
+    cum = jnp.cumsum(new.astype(jnp.int32))
+    gid = jnp.maximum(cum[jnp.searchsorted(keys, key)] - 1, 0)
+    wv = jnp.where(valid, w, 0)
+    wg = jax.ops.segment_sum(wv, gid, n)
+    sg = jax.ops.segment_sum(wv * y.astype(dtype), gid, n)
+    xg = (
+        jnp.zeros((n,), dtype)
+        .at[jnp.where(new, cum - 1, n)]
+        .set(_from_sort_key(keys, dtype), mode="drop")
+    )
+    return Groups(xg, wg, sg, size)
+
+
+def isotonic_fit(s: jax.Array, y: jax.Array, weights: jax.Array | None) -> IsotonicParams:
+    n = s.shape[0]
+    xg, wg, sg, size = sorted_groups(s, y, weights, float(np.finfo(s.dtype).resolution))
     # scikit-learn averages each group first, then pools means with the group weights.
     mg = safe_divide(sg, wg)
     fitted = pava(jnp.where(wg > 0, wg, 1), mg * wg, size)
