@@ -42,7 +42,8 @@ class WaldEstimate(NamedTuple):
 
     Attributes:
       estimate: the maximum-likelihood estimate.
-      std_error: sqrt of the diagonal of the inverse Fisher information at the estimate.
+      std_error: sqrt of the diagonal of the inverse Fisher information at the estimate
+        (huge but finite where the information is singular).
       low, high: ``estimate -/+ z std_error``, z the normal quantile of the confidence.
     """
 
@@ -115,7 +116,9 @@ def logistic_newton(
         trials = theta[None, :] - steps[:, None] * delta[None, :]
         values = loss(trials)
         current = loss(theta[None, :])[0]
-        ok = values <= current
+        # Accept a step that raises the loss by rounding only (at the optimum in float32
+        # the full Newton step can look worse by an ulp, and halving it would stall).
+        ok = values <= current + 8 * jnp.finfo(dtype).eps * jnp.abs(current)
         # The largest step that does not increase the loss (the smallest one otherwise).
         pick = jnp.where(jnp.any(ok), jnp.argmax(ok), HALVINGS - 1)
         new = trials[pick]
@@ -127,8 +130,13 @@ def logistic_newton(
         return ~done & (it < MAX_ITER)
 
     theta, done, _ = jax.lax.while_loop(cond, step, (prior, jnp.asarray(False), jnp.int32(0)))
+    # The covariance is the inverse of the Fisher information without the ridge (as
+    # statsmodels'), regularised only at round-off level so that a singular information
+    # (one distinct score) still gives a finite, huge variance.
     _, info = hessian(theta)
-    return theta, jnp.linalg.inv(info), done
+    info = info - lam * jnp.eye(d, dtype=dtype)
+    jitter = jnp.finfo(dtype).eps * jnp.trace(info) + jnp.finfo(dtype).tiny
+    return theta, jnp.linalg.inv(info + jitter * jnp.eye(d, dtype=dtype)), done
 
 
 def _wald(estimate, variance, z):

@@ -107,7 +107,7 @@ def _hl_kernel(probs, labels, n_groups):
     df = jnp.maximum(groups - 2, 1).astype(dtype)
     stat = jnp.sum(terms)
     log_p = _log_chi2_sf(stat, df)
-    return TestResult(stat, jnp.exp(log_p))
+    return TestResult(stat, jnp.maximum(jnp.exp(log_p), jnp.finfo(dtype).tiny))
 
 
 def hosmer_lemeshow_test(probs: Any, labels: Any, *, n_groups: int = 10) -> TestResult:
@@ -123,9 +123,10 @@ def hosmer_lemeshow_test(probs: Any, labels: Any, *, n_groups: int = 10) -> Test
     summed over the non-empty groups whose expected variance is positive. Under good
     calibration C is approximately chi-square with g - 2 degrees of freedom, g the
     number of non-empty groups (at least 1 degree); the p-value is its survival
-    function, computed in log space (:func:`log_chi2_sf`), so it is never a silent 0
-    before float underflow (below about 1e-38 in float32; the log stays available
-    there). 1-D ``probs`` test the positive class; ``(N, K)`` probs test the top-label
+    function, computed in log space (:func:`log_chi2_sf`), so it is never a silent 0: a
+    p-value below the smallest normal float of the dtype (1.2e-38 in float32, 2.2e-308
+    in float64) is returned as that float, and ``log_chi2_sf(statistic, df)`` gives its
+    exact logarithm. 1-D ``probs`` test the positive class; ``(N, K)`` probs test the top-label
     confidence against correctness, like the other tests of :mod:`jaxcal.stats`.
 
     The test depends on the grouping and has low power for small N; the calibration

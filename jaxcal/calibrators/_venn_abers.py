@@ -236,7 +236,7 @@ def venn_abers(*, inputs: str = "probs", multiclass: bool = False) -> Calibrator
       >>> [round(float(v), 4) for v in p0], [round(float(v), 4) for v in p1]
       ([0.0, 0.3333], [0.6667, 1.0])
       >>> [round(float(v), 4) for v in cal.apply(params, jnp.array([0.2, 0.6]))]
-      [0.3333, 0.6]
+      [0.4, 0.6]
 
     References:
       Vovk & Petej (2014), "Venn-Abers predictors", UAI; Vovk, Petej & Fedorova (2015),
