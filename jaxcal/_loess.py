@@ -272,15 +272,17 @@ def lowess(
         usable, value = _fallback(xs, ys, r, left_end, k, h)
         return jnp.where(usable, smooth, value)
 
-    r = base
-    fitted = fit(r)
-    for _ in range(iterations):
+    def robustify(_, carry):  # one compiled body for every iteration
+        r, fitted = carry
         resid = jnp.abs(ys - fitted)
         med = _median(resid, vs, n_valid)
         mean = safe_divide(jnp.sum(jnp.where(vs, resid, 0)), n_valid.astype(dtype))
         stop = 6 * med < 1e-7 * mean
         u = jnp.minimum(safe_divide(resid, 6 * med), 1)
-        robust = (1 - u**2) ** 2
-        r = jnp.where(stop, r, base * robust)
-        fitted = jnp.where(stop, fitted, fit(r))
+        r = jnp.where(stop, r, base * (1 - u**2) ** 2)
+        return r, jnp.where(stop, fitted, fit(r))
+
+    fitted = fit(base)
+    if iterations:
+        _, fitted = jax.lax.fori_loop(0, iterations, robustify, (base, fitted))
     return jnp.zeros((n,), dtype).at[order].set(fitted)

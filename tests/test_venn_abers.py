@@ -90,7 +90,9 @@ def test_frequency_weights_equal_repeated_samples():
     w = rng.integers(0, 3, N)
     weighted = CAL.fit(S, Y, weights=w.astype(np.float32))
     repeated = CAL.fit(np.repeat(S, w), np.repeat(Y, w))
-    for a, b in zip(venn_abers_interval(weighted, T), venn_abers_interval(repeated, T), strict=True):
+    for a, b in zip(
+        venn_abers_interval(weighted, T), venn_abers_interval(repeated, T), strict=True
+    ):
         assert_close(a, b)
 
 
