@@ -162,26 +162,31 @@ def _binary_fit(p, y, w, z):
     )
 
 
-@partial(jax.jit, static_argnames=("confidence",))
-def _slope_kernel(probs, labels, weights, confidence):
+def per_class(binary, probs, labels, weights, confidence):
+    """``binary(p, y, w, z)`` on the positive class of 1-D probs, or on each column of
+    ``(N, K)`` probs one-vs-rest (vmapped; fields of shape ``(K,)``); z the normal
+    quantile of ``confidence``."""
     dtype = compute_dtype(probs.dtype)
     p = probs.astype(dtype)
     w = jnp.ones(p.shape[:1], dtype) if weights is None else weights.astype(dtype)
     z = ndtri(jnp.asarray(0.5 + confidence / 2, dtype))
     if p.ndim == 1:
-        return _binary_fit(p, (labels == 1).astype(dtype), w, z)
+        return binary(p, (labels == 1).astype(dtype), w, z)
     classes = jnp.arange(p.shape[1], dtype=jnp.int32)
     targets = (labels[:, None] == classes[None, :]).astype(dtype)
-    return jax.vmap(_binary_fit, in_axes=(1, 1, None, None))(p, targets, w, z)
+    return jax.vmap(binary, in_axes=(1, 1, None, None))(p, targets, w, z)
 
 
-def check_confidence(confidence: Any) -> float:
-    """Raise unless ``confidence`` is a number in (0, 1)."""
-    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
-        raise ValueError(f"`confidence` must be a number in (0, 1); got {confidence!r}.")
-    if not 0 < confidence < 1:
-        raise ValueError(f"`confidence` must lie in (0, 1); got {confidence}.")
-    return float(confidence)
+_slope_kernel = jax.jit(partial(per_class, _binary_fit), static_argnames=("confidence",))
+
+
+def check_open_unit(name: str, value: Any) -> float:
+    """Raise unless ``value`` is a number in (0, 1) (a static option)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"`{name}` must be a number in (0, 1); got {value!r}.")
+    if not 0 < value < 1:
+        raise ValueError(f"`{name}` must lie in (0, 1); got {value}.")
+    return float(value)
 
 
 def calibration_slope_intercept(
@@ -236,6 +241,6 @@ def calibration_slope_intercept(
       "A calibration hierarchy for risk models was defined: from utopia to empirical
       data", J. Clin. Epidemiol. 74.
     """
-    confidence = check_confidence(confidence)
+    confidence = check_open_unit("confidence", confidence)
     probs, labels, weights = check_probs_labels(probs, labels, weights)
     return _slope_kernel(probs, labels, weights, confidence)

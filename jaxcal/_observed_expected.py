@@ -7,10 +7,9 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import ndtri
 
 from jaxcal._checks import check_labels, check_probs_labels, check_weights
-from jaxcal._clinical import check_confidence
+from jaxcal._clinical import check_open_unit, per_class
 from jaxcal._numerics import compute_dtype, safe_divide
 
 
@@ -56,30 +55,12 @@ def _oe(p, y, w, z):
     )
 
 
-@partial(jax.jit, static_argnames=("confidence",))
-def _oe_kernel(probs, labels, weights, confidence):
-    dtype = compute_dtype(probs.dtype)
-    p = probs.astype(dtype)
-    w = jnp.ones(p.shape[:1], dtype) if weights is None else weights.astype(dtype)
-    z = ndtri(jnp.asarray(0.5 + confidence / 2, dtype))
-    if p.ndim == 1:
-        return _oe(p, (labels == 1).astype(dtype), w, z)
-    classes = jnp.arange(p.shape[1], dtype=jnp.int32)
-    targets = (labels[:, None] == classes[None, :]).astype(dtype)
-    return jax.vmap(_oe, in_axes=(1, 1, None, None))(p, targets, w, z)
-
-
-def _check_prevalence(prevalence: Any) -> float:
-    if isinstance(prevalence, bool) or not isinstance(prevalence, (int, float)):
-        raise ValueError(f"`prevalence` must be a number in (0, 1); got {prevalence!r}.")
-    if not 0 < prevalence < 1:
-        raise ValueError(f"`prevalence` must lie in (0, 1); got {prevalence}.")
-    return float(prevalence)
+_oe_kernel = jax.jit(partial(per_class, _oe), static_argnames=("confidence",))
 
 
 @jax.jit
 def _prevalence_kernel(labels, weights, prevalence):
-    dtype = compute_dtype(jnp.result_type(prevalence))
+    dtype = compute_dtype(prevalence.dtype)
     w = jnp.ones(labels.shape, dtype) if weights is None else weights.astype(dtype)
     y = labels == 1
     pos = jnp.sum(jnp.where(y, w, 0))
@@ -120,10 +101,11 @@ def prevalence_weights(labels: Any, prevalence: float, *, weights: Any = None) -
       Saerens, Latinne & Decaestecker (2002), "Adjusting the outputs of a classifier to
       new a priori probabilities", Neural Computation 14.
     """
-    prevalence = _check_prevalence(prevalence)
-    labels = check_labels(labels, jnp.shape(labels)[0] if jnp.ndim(labels) else 0, 2)
-    weights = check_weights(weights, labels.shape[0])
-    return _prevalence_kernel(labels, weights, jnp.float32(prevalence))
+    prevalence = check_open_unit("prevalence", prevalence)
+    n = jnp.shape(labels)[0] if jnp.ndim(labels) else 0
+    labels = check_labels(labels, n, 2)
+    weights = check_weights(weights, n)
+    return _prevalence_kernel(labels, weights, jnp.asarray(prevalence))
 
 
 def observed_expected_ratio(
@@ -170,7 +152,7 @@ def observed_expected_ratio(
       Breslow & Day (1987), "Statistical Methods in Cancer Research, vol. II", IARC
       (Byar's approximation); Van Calster et al. (2016), J. Clin. Epidemiol. 74.
     """
-    confidence = check_confidence(confidence)
+    confidence = check_open_unit("confidence", confidence)
     probs, labels, weights = check_probs_labels(probs, labels, weights)
     if prevalence is not None:
         if probs.ndim != 1:

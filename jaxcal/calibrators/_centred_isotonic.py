@@ -5,11 +5,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxcal._checks import check_option
-from jaxcal._isotonic import IsotonicParams, isotonic_apply, pava, sorted_groups
-from jaxcal._numerics import compute_dtype, safe_divide
-from jaxcal.calibrators._base import Calibrator, from_kernels
-from jaxcal.calibrators._inputs import BINARY_INPUTS, probs_of
+from jaxcal._isotonic import IsotonicParams, pava, sorted_groups
+from jaxcal._numerics import safe_divide
+from jaxcal.calibrators._base import Calibrator
+from jaxcal.calibrators._nonparametric import interpolating_calibrator
 
 
 def centred_isotonic_fit(s: jax.Array, y: jax.Array, weights: jax.Array | None) -> IsotonicParams:
@@ -75,14 +74,4 @@ def centred_isotonic(*, inputs: str = "probs") -> Calibrator:
       estimation for dose-response studies", Statistics in Biopharmaceutical Research
       9(3).
     """
-    check_option("inputs", inputs, BINARY_INPUTS)
-
-    @jax.jit
-    def _fit(x, labels, weights):
-        return centred_isotonic_fit(x.astype(compute_dtype(x.dtype)), labels, weights)
-
-    @jax.jit
-    def _apply(params, x):
-        return isotonic_apply(params, x.astype(compute_dtype(x.dtype)), probs_of(x, inputs))
-
-    return from_kernels(_fit, _apply, inputs, binary=True)
+    return interpolating_calibrator(centred_isotonic_fit, inputs)
