@@ -30,7 +30,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxcal._isotonic import sort_key
+from jaxcal._isotonic import float_keys
 from jaxcal._numerics import safe_divide
 
 #: Moments 0..11: (x^3)^3 of the tricube weight times x^2 of the local linear fit.
@@ -248,8 +248,8 @@ def lowess(
     dtype = x.dtype
     w = jnp.ones((n,), dtype) if weights is None else weights.astype(dtype)
     valid = w > 0
-    top = jnp.iinfo(sort_key(x).dtype).max
-    order = jnp.argsort(jnp.where(valid, sort_key(x), top))
+    top = jnp.iinfo(float_keys(x).dtype).max
+    order = jnp.argsort(jnp.where(valid, float_keys(x), top))
     xs, ys, ws, vs = x[order], y.astype(dtype)[order], w[order], valid[order]
     n_valid = jnp.sum(vs).astype(jnp.int32)
     last = xs[jnp.maximum(n_valid - 1, 0)]

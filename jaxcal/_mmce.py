@@ -14,8 +14,10 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._checks import check_option, check_probs_labels
+from jaxcal._confidence import input_row_stats
 from jaxcal._numerics import safe_divide, safe_sqrt
 from jaxcal._objectives import check_hyperparameter, float_scores_targets, sample_weights
+from jaxcal._validity import run_validated, summarize
 
 MMCE_VARIANTS = ("unweighted", "weighted")
 
@@ -59,7 +61,8 @@ def laplace_quadratic_form(x: jax.Array, a: jax.Array, bandwidth: jax.Array) -> 
 
 @partial(jax.jit, static_argnames=("variant",))
 def _mmce_kernel(probs, labels, weights, bandwidth, variant):
-    r, c = float_scores_targets(probs, labels)
+    rows = input_row_stats(probs)
+    r, c = float_scores_targets(probs, labels, rows)
     dtype = r.dtype
     w = sample_weights(weights, r)
     h = jnp.asarray(bandwidth).astype(dtype)
@@ -72,7 +75,7 @@ def _mmce_kernel(probs, labels, weights, bandwidth, variant):
         a = w * (c * safe_divide(1 - r, m_correct) - (1 - c) * safe_divide(r, m_wrong))
         live = (m_correct > 0) & (m_wrong > 0)
     q = laplace_quadratic_form(r, a, h)
-    return jnp.where(live, safe_sqrt(q), 0)
+    return jnp.where(live, safe_sqrt(q), 0), summarize(probs, labels, weights, rows)
 
 
 def mmce(
@@ -134,5 +137,5 @@ def mmce(
     """
     check_option("variant", variant, MMCE_VARIANTS)
     bandwidth = check_hyperparameter("bandwidth", bandwidth, minimum=MMCE_MIN_BANDWIDTH)
-    probs, labels, weights = check_probs_labels(probs, labels, weights)
-    return _mmce_kernel(probs, labels, weights, bandwidth, variant)
+    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    return run_validated(_mmce_kernel, probs, labels, weights, bandwidth, variant)

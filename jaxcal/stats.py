@@ -22,6 +22,12 @@ from jaxcal._clinical import (
     calibration_slope_intercept,
 )
 from jaxcal._confidence import confidence_and_correctness
+from jaxcal._corp_resampling import (
+    CorpBands,
+    DecompositionIntervals,
+    corp_bands,
+    score_decomposition_ci,
+)
 from jaxcal._cumulative import (
     CalibrationTests,
     CumulativeDifferences,
@@ -57,7 +63,9 @@ __all__ = [
     "CalibrationTests",
     "ConsistencyBands",
     "ConsistencyTestResult",
+    "CorpBands",
     "CumulativeDifferences",
+    "DecompositionIntervals",
     "ObservedExpected",
     "PairedBootstrapResult",
     "ReliabilityIntervals",
@@ -74,6 +82,7 @@ __all__ = [
     "confidence_and_correctness",
     "consistency_bands",
     "consistency_test",
+    "corp_bands",
     "cumulative_differences",
     "hosmer_lemeshow_test",
     "ici",
@@ -86,6 +95,7 @@ __all__ = [
     "paired_bootstrap",
     "prevalence_weights",
     "reliability_intervals",
+    "score_decomposition_ci",
     "spiegelhalter_test",
     "wilson_interval",
 ]

@@ -14,7 +14,7 @@ from jaxcal.calibrators._nonparametric import interpolating_calibrator
 def centred_isotonic_fit(s: jax.Array, y: jax.Array, weights: jax.Array | None) -> IsotonicParams:
     """Kernel: the knots of the CIR curve (in IsotonicParams' buffers of size N)."""
     n = s.shape[0]
-    x, weight, total, size = sorted_groups(s, y, weights, None)
+    x, weight, total, size = sorted_groups(s, y, weights, "exact")
     live = jnp.arange(n, dtype=jnp.int32) < size
     mean = safe_divide(total, weight)
     fitted = pava(jnp.where(live, weight, 1), jnp.where(live, mean * weight, 0), size)

@@ -145,7 +145,7 @@ def _upper_probs(weight: jax.Array, total: jax.Array, size: jax.Array) -> jax.Ar
 def venn_abers_fit(s: jax.Array, y: jax.Array, weights: jax.Array | None) -> VennAbersParams:
     """Kernel: sort and group the scores (exact ties), p0 and p1 at every gap."""
     n = s.shape[0]
-    groups = sorted_groups(s, y, weights, None)
+    groups = sorted_groups(s, y, weights, "exact")
     x, weight, total, size = groups
     live = jnp.arange(n, dtype=jnp.int32) < size
     # The mirror image: scores reversed, labels flipped (live groups only, then padding).
