@@ -92,3 +92,19 @@ def test_jit_vmap_and_bad_input():
         calibration_slope_intercept(P, Y, confidence=1.5)
     with pytest.raises(ValueError, match="`probs`"):
         calibration_slope_intercept(P + 1, Y)
+
+
+def test_grad_is_the_implicit_derivative():
+    # The estimates' derivative comes from one Newton step at the optimum (implicit
+    # function theorem); central differences of the whole fit in float64 check it.
+    n = 60
+    with x64():
+        p, y, w = jnp.asarray(P[:n]), jnp.asarray(Y[:n]), jnp.asarray(W[:n])
+
+        def f(p, w):
+            res = calibration_slope_intercept(p, y, weights=w)
+            return res.slope.estimate + res.citl.estimate + res.intercept.std_error
+
+        jax.test_util.check_grads(f, (p, w), order=1, modes=["rev"], eps=1e-6)
+        g = jax.jit(jax.grad(lambda p: calibration_slope_intercept(p, y).slope.estimate))(p)
+        assert bool(jnp.all(jnp.isfinite(g)))
