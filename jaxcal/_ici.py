@@ -8,9 +8,14 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxcal._checks import check_option, check_positive_float, check_probs_labels
+from jaxcal._checks import (
+    check_option,
+    check_positive_float,
+    check_positive_int,
+    check_probs_labels,
+)
 from jaxcal._confidence import scores_and_targets
-from jaxcal._isotonic import isotonic_apply, isotonic_fit
+from jaxcal._corp import curve_of
 from jaxcal._loess import lowess
 from jaxcal._numerics import compute_dtype, weighted_mean
 
@@ -48,11 +53,10 @@ def _ici_kernel(probs, labels, weights, smoother, frac, iterations):
     s, y, _ = scores_and_targets(probs, labels)
     dtype = compute_dtype(s.dtype)
     p = jnp.clip(s.astype(dtype), 0, 1)
-    y = y.astype(dtype)
     if smoother == "loess":
-        curve = lowess(p, y, weights, frac, iterations)
+        curve = lowess(p, y.astype(dtype), weights, frac, iterations)
     else:
-        curve = isotonic_apply(isotonic_fit(p, y, weights), p, p)
+        curve = curve_of(p, y.astype(bool), weights).fitted
     gap = jnp.abs(curve - p)
     valid = jnp.ones_like(p, bool) if weights is None else weights > 0
     gap = jnp.where(valid, gap, 0)
@@ -92,8 +96,9 @@ def ici(
       give every non-zero residual weight 0, which on binary outcomes discards the
       events). O(N log N) (:mod:`jaxcal._loess`), jit-able.
     * ``"corp"``: the isotonic regression of the outcome on p (pool-adjacent-violators,
-      the CORP reliability diagram's curve of Dimitriadis, Gneiting & Jordan 2021; ties
-      and interpolation as :func:`jaxcal.calibrators.isotonic`).
+      the CORP reliability diagram's curve of Dimitriadis, Gneiting & Jordan 2021:
+      exactly equal probabilities pooled, the ``fitted`` values of
+      :func:`jaxcal.corp_curve`).
 
     1-D ``probs`` smooth the positive class; ``(N, K)`` probs the top-label confidence
     against correctness.
@@ -129,7 +134,6 @@ def ici(
     frac = check_positive_float("frac", frac)
     if frac > 1:
         raise ValueError(f"`frac` must lie in (0, 1]; got {frac}.")
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
-        raise ValueError(f"`iterations` must be an integer >= 0; got {iterations!r}.")
+    iterations = check_positive_int("iterations", iterations, minimum=0)
     probs, labels, weights = check_probs_labels(probs, labels, weights)
     return _ici_kernel(probs, labels, weights, smoother, frac, iterations)
