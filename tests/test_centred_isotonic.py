@@ -72,3 +72,12 @@ def test_degenerate_and_jit_vmap():
     params = jax.jit(jax.vmap(lambda w: CAL.fit(s, y, weights=w)))(w)
     single = CAL.fit(s, y, weights=w[1])
     assert_close(jax.vmap(lambda p: CAL.apply(p, s))(params)[1], CAL.apply(single, s))
+
+
+def test_apply_grad_is_the_slope_between_knots():
+    s = rng.random(40)
+    y = (rng.random(40) < s).astype(np.int32)
+    with x64():
+        params = CAL.fit(s, y)
+        t = jnp.asarray(rng.random(10) * 0.8 + 0.1)
+        jax.test_util.check_grads(lambda t: CAL.apply(params, t), (t,), order=1, modes=["rev"])

@@ -63,3 +63,16 @@ def test_jit_vmap_and_bad_input():
     assert_close(out[1], f(P[boot[1]].astype(np.float32), Y[boot[1]]))
     with pytest.raises(ValueError, match="`n_groups`"):
         hosmer_lemeshow_test(P, Y, n_groups=2)
+
+
+def test_grad_of_the_statistic_and_the_log_tail():
+    with x64():
+        # The groups are fixed under a small move of distinct probabilities: the
+        # statistic is smooth there.
+        jax.test_util.check_grads(
+            lambda p: hosmer_lemeshow_test(p, Y).statistic, (P,), order=1, modes=["rev"]
+        )
+        x, df = np.array([0.5, 7.0, 40.0]), np.array([3.0, 8.0, 8.0])
+        g = jax.vmap(jax.grad(log_chi2_sf))(x, df)
+        # d/dx log sf = -pdf / sf
+        assert_close(g, -stats.chi2.pdf(x, df) / stats.chi2.sf(x, df))

@@ -62,3 +62,15 @@ def test_jit_vmap_and_bad_options():
         jaxcal.ici(P, Y, frac=1.5)
     with pytest.raises(ValueError, match="`iterations`"):
         jaxcal.ici(P, Y, iterations=-1)
+
+
+def test_grad_of_the_loess_ici():
+    # Local linear fits with tricube weights are smooth in the probabilities while no
+    # neighbour enters or leaves a window (distinct probabilities, small steps).
+    n = 80
+    with x64():
+        jax.test_util.check_grads(
+            lambda p: jaxcal.ici(p, Y[:n]).ici, (P[:n],), order=1, modes=["rev"], eps=1e-7
+        )
+        e = jax.grad(lambda p: jaxcal.ici(p, Y[:n], smoother="corp").ici)(P[:n])
+        assert bool(jnp.all(jnp.isfinite(e)))

@@ -53,3 +53,13 @@ def test_jit_and_vmap():
     boot = rng.integers(0, N, (4, N))
     out = jax.vmap(f)(P[boot].astype(np.float32), Y[boot])
     assert_close(out[2], Y[boot[2]].sum() / P[boot[2]].sum(), rtol=1e-5)  # float32 sums
+
+
+def test_grad_and_prevalence_weights_under_jit_and_vmap():
+    with x64():
+        jax.test_util.check_grads(
+            lambda p: observed_expected_ratio(p, Y).ratio, (P,), order=1, modes=["rev"]
+        )
+    f = jax.jit(lambda y: prevalence_weights(y, 0.25))
+    labels = np.stack([Y, 1 - Y])
+    assert_close(jax.vmap(f)(labels)[1], prevalence_weights(1 - Y, 0.25))

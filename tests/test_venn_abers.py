@@ -137,3 +137,12 @@ def test_bad_options():
         venn_abers(multiclass="yes")
     with pytest.raises(ValueError, match="`scores`"):
         venn_abers_interval(CAL.fit(S, Y), np.array([0.5, 1.5]))
+
+
+def test_interval_under_jit_and_vmap():
+    params = CAL.fit(S, Y)
+    tests = jnp.asarray(np.stack([T, T[::-1]]), jnp.float32)
+    p0, p1 = jax.jit(jax.vmap(venn_abers_interval, in_axes=(None, 0)))(params, tests)
+    q0, q1 = venn_abers_interval(params, tests[1])
+    assert_close(p0[1], q0)
+    assert_close(p1[1], q1)
