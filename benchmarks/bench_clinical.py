@@ -15,6 +15,7 @@ Two cases, side by side in one run (interleaved, steady-state medians after a wa
 
     python benchmarks/bench_clinical.py                     # the sizes
     python benchmarks/bench_clinical.py --quick             # small sizes, seconds
+    python benchmarks/bench_clinical.py --n-venn-abers 20000 --n-loess 20000
     taskset -c 0 python benchmarks/bench_clinical.py --clock cpu   # on a loaded machine
 
 Compile times (trace + lower + XLA compile of a fresh ``jax.jit``) are reported apart.
@@ -129,9 +130,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, seconds")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    parser.add_argument("--n-venn-abers", type=int, help="calibration = test size")
+    parser.add_argument("--n-loess", type=int, help="ICI sample size")
     args = parser.parse_args()
     start = time.perf_counter()
     n_va, n_loess = (5_000, 5_000) if args.quick else (50_000, 100_000)
+    n_va, n_loess = args.n_venn_abers or n_va, args.n_loess or n_loess
     print(f"clock: {args.clock}")
     bench_venn_abers(n_va, args.repeats, args.clock)
     bench_loess(n_loess, args.repeats, args.clock)
