@@ -9,6 +9,7 @@ Doctests are the examples users copy: they run with JAX's default (standard) dty
 promotion, the setting users have.
 """
 
+import importlib.util
 import os
 
 import jax
@@ -18,6 +19,9 @@ from _pytest.doctest import DoctestItem
 os.environ.setdefault("XLA_FLAGS", "")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+# Modules whose doctests need an optional extra (tests/ skip with importorskip instead).
+collect_ignore = [] if importlib.util.find_spec("flax") else ["jaxcal/streaming/_nnx.py"]
 
 
 @pytest.hookimpl(wrapper=True)

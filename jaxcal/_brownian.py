@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr, ndtr
 
-from jaxcal._checks import as_float, is_concrete
+from jaxcal._checks import as_float, values_checkable
 
 # Switch points between the theta and the Gaussian-tail series, and the term counts.
 _MAX_SWITCH = 1.2
@@ -56,7 +56,7 @@ _TINY_X = 0.04
 
 def _check_x(x: Any, name: str = "x") -> jax.Array:
     arr = as_float(x, name)
-    if is_concrete(arr) and arr.size and bool(np.isnan(np.asarray(arr, np.float64)).any()):
+    if values_checkable(arr) and arr.size and bool(np.isnan(np.asarray(arr, np.float64)).any()):
         raise ValueError(f"`{name}` must not contain NaN.")
     return arr
 

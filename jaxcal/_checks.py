@@ -1,11 +1,18 @@
 """Input validation, in three tiers (see STYLE.md).
 
 1. Static checks (rank, shapes agree, option strings, ``n_bins >= 1``) always run: they
-   need only shapes, so they are free under ``jit`` and raise at trace time.
-2. Value checks (finite, in range, on the simplex, labels in range) run only when the
-   arrays are concrete. Under ``jit``/``vmap``/``grad`` the inputs are tracers and these
-   checks are skipped: the kernels then trust their input. Validate eagerly once, or call
-   the public function outside ``jit``, to get the errors.
+   need only shapes and Python values, so they are free under ``jit`` and raise at trace
+   time, before anything compiles.
+2. Value checks (finite, in range, on the simplex, labels in range) run only on concrete
+   arrays *outside any JAX transformation*. Inside ``jit``, ``vmap``, ``grad``, ``scan``
+   or ``shard_map`` they are skipped, even for concrete arrays closed over by the traced
+   function (a test set captured by an evaluation step): the kernels then trust their
+   input, and nothing ever calls ``bool()`` on a traced value. Call the public function
+   outside any transformation once to validate.
+   The metrics compute their value checks *inside* their kernel, in the pass that computes
+   the metric (:mod:`jaxcal._validity`), and raise from that summary; the functions below
+   are the stand-alone checks, and the diagnosis that names the offending element when a
+   summary reports a problem.
 3. Results are finite by construction in the kernels (guarded divisions, safe logs).
 
 Every error is a ``ValueError`` naming the argument, what was expected and what was given.
@@ -24,22 +31,55 @@ from jaxcal._numerics import compute_dtype
 
 #: Rows of ``probs`` may miss the simplex by this much (absolute, on the row sum) before
 #: they are rejected: softmax outputs in float32 sum to 1 within a few ulps, and
-#: probabilities written to CSV with 6 digits within ~1e-5. For low-precision inputs the
-#: tolerance grows to ``K * eps`` of the input dtype (bfloat16 rounds each entry by 2**-9).
+#: probabilities written to CSV with 6 digits within ~1e-5. See :func:`simplex_tolerance`
+#: for low-precision inputs.
 SIMPLEX_ATOL = 1e-3
 
 #: Values outside [0, 1] by at most this much are accepted (float round-off of a softmax).
 RANGE_ATOL = 1e-6
 
 
+def simplex_tolerance(dtype: Any) -> float:
+    """How far a row sum of ``dtype`` probabilities may be from 1: ``max(1e-3, 4u)``.
+
+    ``u`` is the unit round-off of the input dtype (2**-8 for bfloat16, 2**-11 for
+    float16). Rounding each entry of a row to the dtype moves the row sum by at most
+    ``u * sum(p) = u``, *whatever the number of classes*; 4u also covers a softmax
+    computed in that precision. So bfloat16 rows may be off by 0.0156, float16 by 0.002,
+    float32 and float64 by 1e-3: rows that sum to 2 are rejected at any K.
+    """
+    unit_roundoff = float(jnp.finfo(dtype).eps) / 2
+    return max(SIMPLEX_ATOL, 4 * unit_roundoff)
+
+
+def is_tracing() -> bool:
+    """True inside a JAX transformation (``jit``, ``vmap``, ``grad``, ``scan`` ...)."""
+    try:
+        from jax._src import core  # the one reliable signal; public API has none
+
+        return not core.trace_state_clean()
+    except (ImportError, AttributeError):  # pragma: no cover - a future JAX
+        return isinstance(jnp.zeros(()) + 0, jax.core.Tracer)
+
+
+def is_concrete(*arrays: Any) -> bool:
+    """True when no argument is a JAX tracer."""
+    return not any(isinstance(a, jax.core.Tracer) for a in arrays)
+
+
+def values_checkable(*arrays: Any) -> bool:
+    """Value checks run: every array is concrete and no transformation is being traced."""
+    return is_concrete(*arrays) and not is_tracing()
+
+
 @jax.jit
 def _float_summary(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """(total, min, max, largest |row sum - 1|) of ``x`` in flat passes on the device.
 
-    Eager validation pulls these four scalars to the host instead of the whole array, and
-    locates the offending element (on the host) only when a check fails. A non-finite
-    total flags NaN/inf (a finite overflow is re-checked exactly on the host). Row sums use
-    a matrix-vector product: masked minor-axis reductions are slow on XLA:CPU.
+    The stand-alone checks pull these four scalars to the host instead of the whole
+    array, and locate the offending element (on the host) only when a check fails. A
+    non-finite total flags NaN/inf (a finite overflow is re-checked exactly on the host).
+    Row sums use a matrix-vector product: masked minor-axis reductions are slow on XLA:CPU.
     """
     xf = x.astype(compute_dtype(x.dtype))
     flat = xf.reshape(-1)
@@ -51,10 +91,7 @@ def _float_summary(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.A
 
 
 def _host_summary(x: jax.Array) -> tuple[float, float, float, float]:
-    # Concrete arrays captured inside an outer trace (a constant under jit, scan): evaluate
-    # now rather than stage the summary into the trace.
-    with jax.ensure_compile_time_eval():
-        return tuple(float(v) for v in jax.device_get(_float_summary(x)))
+    return tuple(float(v) for v in jax.device_get(_float_summary(x)))
 
 
 @jax.jit
@@ -62,9 +99,10 @@ def _int_range(x: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.min(x), jnp.max(x)
 
 
-def is_concrete(*arrays: Any) -> bool:
-    """True when no argument is a JAX tracer, i.e. value checks can run."""
-    return not any(isinstance(a, jax.core.Tracer) for a in arrays)
+def first_index(bad: np.ndarray) -> int | tuple[int, ...]:
+    """Index of the first True of a host bool array: an int for 1-D, else a tuple."""
+    idx = tuple(int(i) for i in np.argwhere(bad)[0])
+    return idx[0] if len(idx) == 1 else idx
 
 
 def as_float(x: Any, name: str) -> jax.Array:
@@ -93,6 +131,12 @@ def check_option(name: str, value: Any, allowed: Sequence[Any]) -> None:
 
 def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
     """Raise unless ``value`` is a Python/NumPy integer ``>= minimum``; return it as int."""
+    if isinstance(value, jax.core.Tracer):
+        raise ValueError(
+            f"`{name}` must be a Python integer (a static option), not a traced value; under "
+            f"jax.jit pass it as a static argument (static_argnames=('{name}',)) or bind it "
+            f"with functools.partial before jitting."
+        )
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r}.")
     if value < minimum:
@@ -102,6 +146,12 @@ def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
 
 def check_positive_float(name: str, value: Any) -> float:
     """Raise unless ``value`` is a finite Python number > 0 (a static option)."""
+    if isinstance(value, jax.core.Tracer):
+        raise ValueError(
+            f"`{name}` must be a Python number (a static option), not a traced value; under "
+            f"jax.jit pass it as a static argument (static_argnames=('{name}',)) or bind it "
+            f"with functools.partial before jitting."
+        )
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"`{name}` must be a positive number; got {value!r}.")
     if not np.isfinite(value) or value <= 0:
@@ -110,8 +160,8 @@ def check_positive_float(name: str, value: Any) -> float:
 
 
 def check_finite(name: str, x: jax.Array, summary: tuple | None = None) -> None:
-    """Raise if a concrete ``x`` holds NaN or inf."""
-    if is_concrete(x) and jnp.issubdtype(x.dtype, jnp.floating) and x.size:
+    """Raise if ``x`` holds NaN or inf (concrete, outside any transformation)."""
+    if values_checkable(x) and jnp.issubdtype(x.dtype, jnp.floating) and x.size:
         summary = _host_summary(x) if summary is None else summary
         if np.isfinite(summary[0]):
             return
@@ -121,14 +171,41 @@ def check_finite(name: str, x: jax.Array, summary: tuple | None = None) -> None:
             raise ValueError(f"`{name}` must be finite; got {np.asarray(x)[idx]} at index {idx}.")
 
 
-def check_labels(labels: Any, n: int, num_classes: int | None, name: str = "labels") -> jax.Array:
+def _host_labels(labels: Any, name: str) -> np.ndarray | None:
+    """The labels as a NumPy array when they are host data (NumPy, lists), else None."""
+    if isinstance(labels, (jax.Array, jax.core.Tracer)):
+        return None
+    try:
+        return np.asarray(labels)
+    except Exception:  # e.g. a torch tensor that requires grad: let jnp.asarray decide
+        return None
+
+
+def _check_int32_range(values: np.ndarray, name: str, num_classes: int | None) -> None:
+    """Host integer labels must fit in int32 before JAX (without x64) narrows them."""
+    if values.size == 0 or jax.config.jax_enable_x64:
+        return
+    lo, hi = int(values.min()), int(values.max())
+    bound = num_classes if num_classes is not None else 2**31
+    if lo < 0 or hi >= bound:
+        bad = lo if lo < 0 else hi
+        expected = f"[0, {num_classes}) for {num_classes} classes" if num_classes else "int32"
+        raise ValueError(f"`{name}` must lie in {expected}; got {bad}.")
+
+
+def check_labels(
+    labels: Any, n: int, num_classes: int | None, name: str = "labels", *, values: bool = True
+) -> jax.Array:
     """Validate integer (or bool) labels of shape ``(n,)`` in ``[0, num_classes)``.
 
     Float arrays holding whole numbers are accepted and converted (CSV files give floats);
-    other floats are rejected. Returns an int32 array.
+    other floats are rejected. NumPy int64 labels are range-checked on the host before
+    conversion, so ``2**32 + 1`` cannot wrap to 1 in int32. ``values=False`` leaves the
+    range check to a kernel's summary (:mod:`jaxcal._validity`). Returns an int32 array.
     """
+    host = _host_labels(labels, name)
     try:
-        arr = jnp.asarray(labels)
+        arr = jnp.asarray(labels) if host is None else host
     except TypeError as err:
         raise ValueError(
             f"`{name}` must be an array of integers; got {type(labels).__name__}."
@@ -139,21 +216,23 @@ def check_labels(labels: Any, n: int, num_classes: int | None, name: str = "labe
         raise ValueError(
             f"`{name}` must have shape ({n},) to match the predictions; got {arr.shape}."
         )
-    if jnp.issubdtype(arr.dtype, jnp.floating):
+    is_float = jnp.issubdtype(arr.dtype, jnp.floating)
+    if not (is_float or jnp.issubdtype(arr.dtype, jnp.integer) or arr.dtype == jnp.bool_):
+        raise ValueError(f"`{name}` must have an integer or bool dtype; got {arr.dtype}.")
+    if is_float:
         if not is_concrete(arr):
             raise ValueError(f"`{name}` must have an integer or bool dtype; got {arr.dtype}.")
-        values = np.asarray(arr)
-        if not np.all(np.isfinite(values)) or np.any(values != np.round(values)):
+        floats = np.asarray(arr)
+        if not np.all(np.isfinite(floats)) or np.any(floats != np.round(floats)):
             raise ValueError(
                 f"`{name}` must hold integers; got non-integer values of dtype {arr.dtype}."
             )
-        arr = arr.astype(jnp.int32)
-    elif not (jnp.issubdtype(arr.dtype, jnp.integer) or arr.dtype == jnp.bool_):
-        raise ValueError(f"`{name}` must have an integer or bool dtype; got {arr.dtype}.")
-    arr = arr.astype(jnp.int32)
-    if num_classes is not None and is_concrete(arr) and n > 0:
-        with jax.ensure_compile_time_eval():
-            lo, hi = (int(v) for v in _int_range(arr))
+        _check_int32_range(floats, name, num_classes)
+    elif host is not None and host.dtype.itemsize > 4 and host.dtype != np.bool_:
+        _check_int32_range(host, name, num_classes)
+    arr = jnp.asarray(arr).astype(jnp.int32)
+    if values and num_classes is not None and values_checkable(arr) and n > 0:
+        lo, hi = (int(v) for v in _int_range(arr))
         if lo < 0 or hi >= num_classes:
             bad = lo if lo < 0 else hi
             raise ValueError(
@@ -162,7 +241,9 @@ def check_labels(labels: Any, n: int, num_classes: int | None, name: str = "labe
     return arr
 
 
-def check_weights(weights: Any, n: int, name: str = "weights") -> jax.Array | None:
+def check_weights(
+    weights: Any, n: int, name: str = "weights", *, values: bool = True
+) -> jax.Array | None:
     """Validate optional non-negative, finite sample weights of shape ``(n,)``.
 
     A total weight of zero is valid (every metric then returns its documented value for
@@ -175,17 +256,17 @@ def check_weights(weights: Any, n: int, name: str = "weights") -> jax.Array | No
         raise ValueError(
             f"`{name}` must have shape ({n},) to match the predictions; got {arr.shape}."
         )
-    check_finite(name, arr)
-    if is_concrete(arr) and n > 0:
-        lowest = _host_summary(arr)[1]
-        if lowest < 0:
-            raise ValueError(f"`{name}` must be non-negative; got {lowest}.")
+    if values and values_checkable(arr) and n > 0:
+        summary = _host_summary(arr)
+        check_finite(name, arr, summary)
+        if summary[1] < 0:
+            raise ValueError(f"`{name}` must be non-negative; got {summary[1]}.")
     return arr
 
 
 def check_unit_interval(name: str, x: jax.Array, summary: tuple | None = None) -> None:
-    """Raise if a concrete ``x`` has values outside [0, 1] (beyond ``RANGE_ATOL``)."""
-    if is_concrete(x) and x.size:
+    """Raise if ``x`` has values outside [0, 1] (beyond ``RANGE_ATOL``; concrete only)."""
+    if values_checkable(x) and x.size:
         summary = _host_summary(x) if summary is None else summary
         check_finite(name, x, summary)
         _, lo, hi, _ = summary
@@ -194,11 +275,25 @@ def check_unit_interval(name: str, x: jax.Array, summary: tuple | None = None) -
             raise ValueError(f"`{name}` must lie in [0, 1]; got {bad}.")
 
 
-def check_probs(probs: Any, name: str = "probs") -> jax.Array:
+def check_simplex_rows(name: str, arr: jax.Array, row_dev: float) -> None:
+    """Raise if a row of ``arr`` ``(N, K)`` misses the simplex (``row_dev`` its summary)."""
+    tol = simplex_tolerance(arr.dtype)
+    if row_dev > tol:
+        sums = np.asarray(arr, dtype=np.float64).sum(axis=1)
+        worst = int(np.argmax(np.abs(sums - 1)))
+        if abs(sums[worst] - 1) > tol:
+            raise ValueError(
+                f"`{name}` rows must sum to 1 (within {tol:.3g}); row {worst} sums to "
+                f"{sums[worst]:.6g}. Pass probabilities, not logits (see jax.nn.softmax)."
+            )
+
+
+def check_probs(probs: Any, name: str = "probs", *, values: bool = True) -> jax.Array:
     """Validate ``(N,)`` probabilities of the positive class or ``(N, K)`` rows on the simplex.
 
-    Rows must sum to 1 within ``SIMPLEX_ATOL``. bf16/f16 inputs are kept in their dtype
-    (the kernels upcast), so that bin edges are compared in the input's own precision.
+    Rows must sum to 1 within :func:`simplex_tolerance`. bf16/f16 inputs are kept in their
+    dtype (the kernels upcast), so that bin edges are compared in the input's own
+    precision. ``values=False``: shapes and dtypes only (a kernel's summary checks values).
     """
     arr = as_float(probs, name)
     if arr.ndim not in (1, 2):
@@ -209,19 +304,12 @@ def check_probs(probs: Any, name: str = "probs") -> jax.Array:
         raise ValueError(f"`{name}` must not be empty; got shape {arr.shape}.")
     if arr.ndim == 2 and arr.shape[1] < 1:
         raise ValueError(f"`{name}` must have at least one class column; got shape {arr.shape}.")
-    if not is_concrete(arr):
+    if not values or not values_checkable(arr):
         return arr
     summary = _host_summary(arr)
     check_unit_interval(name, arr, summary)
-    tol = max(SIMPLEX_ATOL, arr.shape[-1] * float(jnp.finfo(arr.dtype).eps))
-    if arr.ndim == 2 and summary[3] > tol:
-        sums = np.asarray(arr, dtype=np.float64).sum(axis=1)
-        worst = int(np.argmax(np.abs(sums - 1)))
-        if abs(sums[worst] - 1) > tol:
-            raise ValueError(
-                f"`{name}` rows must sum to 1 (within {tol:.3g}); row {worst} sums to "
-                f"{sums[worst]:.6g}. Pass probabilities, not logits (see jax.nn.softmax)."
-            )
+    if arr.ndim == 2:
+        check_simplex_rows(name, arr, summary[3])
     return arr
 
 
@@ -232,19 +320,23 @@ def check_probs_labels(
     *,
     binary_only: bool = False,
     probs_name: str = "probs",
+    values: bool = True,
 ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
     """Validate the ``(probs, labels, weights)`` triple every metric takes.
 
     ``probs`` ``(N,)``: labels must be 0/1 (or bool). ``probs`` ``(N, K)``: labels in
-    ``[0, K)``. With ``binary_only`` a 2-D ``probs`` is rejected.
+    ``[0, K)``. With ``binary_only`` a 2-D ``probs`` is rejected. ``values=False`` runs the
+    static checks and conversions only; the caller's kernel then returns a validity
+    summary (:func:`jaxcal._validity.summarize`) that :func:`jaxcal._validity.raise_if_invalid`
+    turns into the same errors.
     """
-    probs = check_probs(probs, probs_name)
+    probs = check_probs(probs, probs_name, values=values)
     if binary_only and probs.ndim != 1:
         raise ValueError(
             f"`{probs_name}` must be 1-D (N,) scores of the positive class; got shape {probs.shape}."
         )
     n = probs.shape[0]
     num_classes = 2 if probs.ndim == 1 else probs.shape[1]
-    labels = check_labels(labels, n, num_classes)
-    weights = check_weights(weights, n)
+    labels = check_labels(labels, n, num_classes, values=values)
+    weights = check_weights(weights, n, values=values)
     return probs, labels, weights

@@ -62,8 +62,9 @@ from jax.scipy.special import ndtr
 
 from jaxcal._brownian import max_sf, range_sf
 from jaxcal._checks import check_option, check_probs_labels
-from jaxcal._confidence import scores_and_targets
+from jaxcal._confidence import input_row_stats, scores_and_targets
 from jaxcal._numerics import compute_dtype
+from jaxcal._validity import run_validated, summarize
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 
@@ -121,8 +122,11 @@ class CumulativeDifferences(NamedTuple):
 
 
 def _scores_targets(scores: jax.Array, labels: jax.Array, weights: jax.Array | None):
-    """(s, y, w) in the compute dtype: s clipped to [0, 1] (no -0.0), y in {0, 1}."""
-    s, y, _ = scores_and_targets(scores, labels)
+    """(s, y, w) in the compute dtype: s clipped to [0, 1] (no -0.0), y in {0, 1}; and the
+    validity summary of the inputs (from the same pass over the rows)."""
+    rows = input_row_stats(scores)
+    summary = summarize(scores, labels, weights, rows)
+    s, y, _ = scores_and_targets(scores, labels, rows=rows)
     dtype = compute_dtype(s.dtype)
     s = s.astype(dtype)
     # Validation admits round-off outside [0, 1]; the key needs non-negative floats, and
@@ -130,7 +134,7 @@ def _scores_targets(scores: jax.Array, labels: jax.Array, weights: jax.Array | N
     s = jnp.clip(s, 0, 1)
     s = jnp.where(s > 0, s, jnp.zeros_like(s))
     w = None if weights is None else weights.astype(dtype)
-    return s, y.astype(dtype), w
+    return (s, y.astype(dtype), w), summary
 
 
 class _SortedPath(NamedTuple):
@@ -270,31 +274,35 @@ def _spiegelhalter(s, y, w, alternative) -> TestResult:
 
 @jax.jit
 def _ks_kernel(scores, labels, weights):
-    return _ks(*_extremes(*_scores_targets(scores, labels, weights)))
+    data, summary = _scores_targets(scores, labels, weights)
+    return _ks(*_extremes(*data)), summary
 
 
 @jax.jit
 def _kuiper_kernel(scores, labels, weights):
-    return _kuiper(*_extremes(*_scores_targets(scores, labels, weights)))
+    data, summary = _scores_targets(scores, labels, weights)
+    return _kuiper(*_extremes(*data)), summary
 
 
 @partial(jax.jit, static_argnames=("alternative",))
 def _spiegelhalter_kernel(scores, labels, weights, alternative):
-    return _spiegelhalter(*_scores_targets(scores, labels, weights), alternative)
+    data, summary = _scores_targets(scores, labels, weights)
+    return _spiegelhalter(*data, alternative), summary
 
 
 @partial(jax.jit, static_argnames=("alternative",))
 def _all_kernel(scores, labels, weights, alternative):
-    s, y, w = _scores_targets(scores, labels, weights)
+    (s, y, w), summary = _scores_targets(scores, labels, weights)
     extremes = _extremes(s, y, w)
-    return CalibrationTests(
+    tests = CalibrationTests(
         _ks(*extremes), _kuiper(*extremes), _spiegelhalter(s, y, w, alternative)
     )
+    return tests, summary
 
 
 @jax.jit
 def _path_kernel(scores, labels, weights):
-    s, y, w = _scores_targets(scores, labels, weights)
+    (s, y, w), summary = _scores_targets(scores, labels, weights)
     n = s.shape[0]
     path = _sorted_path(s, y, w)
     dtype = s.dtype
@@ -316,14 +324,18 @@ def _path_kernel(scores, labels, weights):
     absc = jnp.where(has_w, absc * inv_w, idx.astype(dtype) / n)
     values = jnp.where(has_w, values * inv_w, jnp.zeros_like(values))
     sigma = jnp.where(has_w, jnp.sqrt(path.variance) * inv_w, 0)
-    return CumulativeDifferences(path.scores, absc, values, sigma)
+    return CumulativeDifferences(path.scores, absc, values, sigma), summary
 
 
 # ------------------------------------------------------------------ public API
 
 
 def _validate(scores, labels, weights):
-    return check_probs_labels(scores, labels, weights, probs_name="scores")
+    return check_probs_labels(scores, labels, weights, probs_name="scores", values=False)
+
+
+def _run(kernel, scores, labels, weights, *static):
+    return run_validated(kernel, scores, labels, weights, *static, probs_name="scores")
 
 
 def cumulative_differences(
@@ -366,7 +378,7 @@ def cumulative_differences(
       subpopulation from the full population" (weighted variant).
     """
     scores, labels, weights = _validate(scores, labels, weights)
-    return _path_kernel(scores, labels, weights)
+    return _run(_path_kernel, scores, labels, weights)
 
 
 def ks_test(scores: Any, labels: Any, *, weights: Any = None) -> TestResult:
@@ -407,7 +419,7 @@ def ks_test(scores: Any, labels: Any, *, weights: Any = None) -> TestResult:
       arXiv:2202.00100; Darling & Siegert (1953).
     """
     scores, labels, weights = _validate(scores, labels, weights)
-    return _ks_kernel(scores, labels, weights)
+    return _run(_ks_kernel, scores, labels, weights)
 
 
 def kuiper_test(scores: Any, labels: Any, *, weights: Any = None) -> TestResult:
@@ -445,7 +457,7 @@ def kuiper_test(scores: Any, labels: Any, *, weights: Any = None) -> TestResult:
       (1951), Ann. Math. Statist. 22(3).
     """
     scores, labels, weights = _validate(scores, labels, weights)
-    return _kuiper_kernel(scores, labels, weights)
+    return _run(_kuiper_kernel, scores, labels, weights)
 
 
 def spiegelhalter_test(
@@ -492,7 +504,7 @@ def spiegelhalter_test(
     """
     check_option("alternative", alternative, ALTERNATIVES)
     scores, labels, weights = _validate(scores, labels, weights)
-    return _spiegelhalter_kernel(scores, labels, weights, alternative)
+    return _run(_spiegelhalter_kernel, scores, labels, weights, alternative)
 
 
 def calibration_tests(
@@ -527,4 +539,4 @@ def calibration_tests(
     """
     check_option("alternative", alternative, ALTERNATIVES)
     scores, labels, weights = _validate(scores, labels, weights)
-    return _all_kernel(scores, labels, weights, alternative)
+    return _run(_all_kernel, scores, labels, weights, alternative)

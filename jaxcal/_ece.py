@@ -18,15 +18,16 @@ import jax.numpy as jnp
 
 from jaxcal._binning import (
     BinStats,
-    bin_centres,
+    bin_anchors,
     bin_edges_and_index,
     bin_sums,
     check_binning,
-    uniform_centres,
+    uniform_anchors,
 )
 from jaxcal._checks import check_option, check_probs_labels
-from jaxcal._confidence import scores_and_targets
+from jaxcal._confidence import input_row_stats, scores_and_targets
 from jaxcal._numerics import safe_divide, safe_sqrt
+from jaxcal._validity import run_validated, summarize
 
 NORMS = ("l1", "l2", "max")
 AVERAGES = ("label", "sample")
@@ -85,7 +86,7 @@ def binned_stats(
     """
     edges, bins = bin_edges_and_index(scores, n_bins, binning, closed, weights)
     segments = bins if groups is None else groups * n_bins + bins
-    offsets = uniform_centres(n_bins) if binning == "uniform" else bin_centres(edges, n_groups)
+    offsets = uniform_anchors(n_bins) if binning == "uniform" else bin_anchors(edges, n_groups)
     sums = bin_sums(segments, scores, targets, n_groups * n_bins, weights, offsets, moments)
     return edges, jax.tree_util.tree_map(lambda f: f.reshape(n_groups, n_bins), sums)
 
@@ -111,9 +112,11 @@ def classwise_stats(probs, labels, weights, n_bins, binning, closed, moments=Fal
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias"))
 def _ece_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
-    scores, targets, _ = scores_and_targets(probs, labels)
+    rows = input_row_stats(probs)
+    scores, targets, _ = scores_and_targets(probs, labels, rows=rows)
     _, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
-    return gap_norm(stats, jnp.ones(1, stats.weight.dtype), norm, debias)
+    value = gap_norm(stats, jnp.ones(1, stats.weight.dtype), norm, debias)
+    return value, summarize(probs, labels, weights, rows)
 
 
 def ece(
@@ -175,8 +178,8 @@ def ece(
     """
     n_bins = check_binning(n_bins, binning, closed)
     check_norm(norm, debias)
-    probs, labels, weights = check_probs_labels(probs, labels, weights)
-    return _ece_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias)
+    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    return run_validated(_ece_kernel, probs, labels, weights, n_bins, binning, norm, closed, debias)
 
 
 def mce(
@@ -233,7 +236,8 @@ mce.binned_form = {"norm": "max"}
 def _classwise_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
     k = probs.shape[1]
     stats = classwise_stats(probs, labels, weights, n_bins, binning, closed)
-    return gap_norm(stats, jnp.full(k, 1 / k, stats.weight.dtype), norm, debias)
+    value = gap_norm(stats, jnp.full(k, 1 / k, stats.weight.dtype), norm, debias)
+    return value, summarize(probs, labels, weights)
 
 
 def classwise_ece(
@@ -270,16 +274,17 @@ def classwise_ece(
     """
     n_bins = check_binning(n_bins, binning, closed)
     check_norm(norm, debias)
-    probs, labels, weights = check_probs_labels(probs, labels, weights)
-    if probs.ndim == 1:
-        probs = jnp.stack([1 - probs, probs], axis=1)
-    return _classwise_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias)
+    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    columns = jnp.stack([1 - probs, probs], axis=1) if probs.ndim == 1 else probs
+    static = (n_bins, binning, norm, closed, debias)
+    return run_validated(_classwise_kernel, columns, labels, weights, *static, diagnose=probs)
 
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias", "average"))
 def _top_label_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias, average):
     k = probs.shape[1]
-    conf, correct, pred = scores_and_targets(probs, labels, "confidence")
+    rows = input_row_stats(probs)
+    conf, correct, pred = scores_and_targets(probs, labels, "confidence", rows)
     if binning == "uniform":
         _, stats = binned_stats(conf, correct, weights, n_bins, binning, closed, pred, k)
     else:  # quantile edges of the confidences *within* each predicted class
@@ -291,7 +296,8 @@ def _top_label_kernel(probs, labels, weights, n_bins, binning, norm, closed, deb
 
         per_class = jax.vmap(one_class)(jnp.arange(k, dtype=jnp.int32))
         stats = BinStats(*(f.reshape(k, n_bins) for f in per_class))
-    return gap_norm(stats, top_label_group_weights(stats, average), norm, debias)
+    value = gap_norm(stats, top_label_group_weights(stats, average), norm, debias)
+    return value, summarize(probs, labels, weights, rows)
 
 
 def top_label_group_weights(stats: BinStats, average: str) -> jax.Array:
@@ -348,10 +354,10 @@ def top_label_ece(
     n_bins = check_binning(n_bins, binning, closed)
     check_norm(norm, debias)
     check_option("average", average, AVERAGES)
-    probs, labels, weights = check_probs_labels(probs, labels, weights)
-    if probs.ndim == 1:
-        probs = jnp.stack([1 - probs, probs], axis=1)
-    return _top_label_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias, average)
+    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    columns = jnp.stack([1 - probs, probs], axis=1) if probs.ndim == 1 else probs
+    static = (n_bins, binning, norm, closed, debias, average)
+    return run_validated(_top_label_kernel, columns, labels, weights, *static, diagnose=probs)
 
 
 @chex.dataclass(frozen=True)
@@ -375,16 +381,18 @@ class ReliabilityCurve:
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "closed"))
 def _reliability_kernel(probs, labels, weights, n_bins, binning, closed):
-    scores, targets, _ = scores_and_targets(probs, labels)
+    rows = input_row_stats(probs)
+    scores, targets, _ = scores_and_targets(probs, labels, rows=rows)
     edges, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
     stats = BinStats(*(f[0] for f in stats))
-    return ReliabilityCurve(
+    curve = ReliabilityCurve(
         edges=edges,
         counts=stats.count,
         weights=stats.weight,
         mean_confidence=safe_divide(stats.sum_score, stats.weight),
         mean_accuracy=safe_divide(stats.sum_target, stats.weight),
     )
+    return curve, summarize(probs, labels, weights, rows)
 
 
 def reliability_curve(
@@ -413,5 +421,5 @@ def reliability_curve(
       ``calibration_curve`` (which drops empty bins and uses ``closed="left"``).
     """
     n_bins = check_binning(n_bins, binning, closed)
-    probs, labels, weights = check_probs_labels(probs, labels, weights)
-    return _reliability_kernel(probs, labels, weights, n_bins, binning, closed)
+    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    return run_validated(_reliability_kernel, probs, labels, weights, n_bins, binning, closed)

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._checks import as_float, is_concrete
+from jaxcal._checks import as_float, values_checkable
 from jaxcal._loss_inputs import check_logits_labels, true_class_log_prob
 from jaxcal._numerics import upcast, weighted_mean
 
@@ -94,7 +94,7 @@ def _check_gamma(gamma: Any) -> Any:
         raise ValueError(f'`gamma` must be a number >= 0 or "flsd53"; got {gamma!r}.') from err
     if arr.ndim != 0 or not jnp.issubdtype(arr.dtype, jnp.number):
         raise ValueError(f"`gamma` must be a scalar; got shape {arr.shape}, dtype {arr.dtype}.")
-    if is_concrete(arr):
+    if values_checkable(arr):
         value = float(arr)
         if not (np.isfinite(value) and value >= 0):
             raise ValueError(f"`gamma` must be a finite number >= 0; got {value}.")

@@ -30,7 +30,7 @@ from jaxcal._checks import (
     check_positive_int,
     check_probs,
     check_probs_labels,
-    is_concrete,
+    values_checkable,
 )
 from jaxcal._confidence import scores_and_targets
 from jaxcal._ece import binned_stats
@@ -68,7 +68,7 @@ def _check_counts(successes: Any, trials: Any) -> tuple[jax.Array, jax.Array]:
             or arr.dtype == jnp.bool_
         ):
             raise ValueError(f"`{name}` must hold counts; got dtype {arr.dtype}.")
-        if is_concrete(arr) and arr.size:
+        if values_checkable(arr) and arr.size:
             v = np.asarray(arr, dtype=np.float64)
             if not np.all(np.isfinite(v)) or np.any(v < 0) or np.any(v != np.round(v)):
                 raise ValueError(f"`{name}` must hold non-negative whole numbers.")
@@ -76,7 +76,7 @@ def _check_counts(successes: Any, trials: Any) -> tuple[jax.Array, jax.Array]:
     k, n = out
     if k.shape != n.shape:
         raise ValueError(f"`successes` must have the shape of `trials` {n.shape}; got {k.shape}.")
-    if is_concrete(k, n) and k.size and np.any(np.asarray(k) > np.asarray(n)):
+    if values_checkable(k, n) and k.size and np.any(np.asarray(k) > np.asarray(n)):
         raise ValueError("`successes` must not exceed `trials`.")
     dtype = compute_dtype(jnp.result_type(k.dtype, n.dtype) if k.dtype == n.dtype else n.dtype)
     return k.astype(dtype), n.astype(dtype)

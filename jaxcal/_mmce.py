@@ -14,8 +14,10 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._checks import check_option, check_probs_labels
+from jaxcal._confidence import input_row_stats
 from jaxcal._numerics import safe_divide, safe_sqrt
 from jaxcal._objectives import check_hyperparameter, float_scores_targets, sample_weights
+from jaxcal._validity import run_validated, summarize
 
 MMCE_VARIANTS = ("unweighted", "weighted")
 
@@ -57,9 +59,10 @@ def laplace_quadratic_form(x: jax.Array, a: jax.Array, bandwidth: jax.Array) -> 
     return jnp.sum(as_ * (2 * cum - as_))
 
 
-@partial(jax.jit, static_argnames=("variant",))
-def _mmce_kernel(probs, labels, weights, bandwidth, variant):
-    r, c = float_scores_targets(probs, labels)
+def mmce_value(probs, labels, weights, bandwidth, variant, rows=None):
+    """The MMCE of ``(probs, labels, weights)`` (traceable; shared with
+    :func:`jaxcal.losses.mmce_loss`). ``rows``: the caller's ``input_row_stats``."""
+    r, c = float_scores_targets(probs, labels, rows)
     dtype = r.dtype
     w = sample_weights(weights, r)
     h = jnp.asarray(bandwidth).astype(dtype)
@@ -73,6 +76,13 @@ def _mmce_kernel(probs, labels, weights, bandwidth, variant):
         live = (m_correct > 0) & (m_wrong > 0)
     q = laplace_quadratic_form(r, a, h)
     return jnp.where(live, safe_sqrt(q), 0)
+
+
+@partial(jax.jit, static_argnames=("variant",))
+def _mmce_kernel(probs, labels, weights, bandwidth, variant):
+    rows = input_row_stats(probs)
+    value = mmce_value(probs, labels, weights, bandwidth, variant, rows)
+    return value, summarize(probs, labels, weights, rows)
 
 
 def mmce(
@@ -134,5 +144,5 @@ def mmce(
     """
     check_option("variant", variant, MMCE_VARIANTS)
     bandwidth = check_hyperparameter("bandwidth", bandwidth, minimum=MMCE_MIN_BANDWIDTH)
-    probs, labels, weights = check_probs_labels(probs, labels, weights)
-    return _mmce_kernel(probs, labels, weights, bandwidth, variant)
+    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    return run_validated(_mmce_kernel, probs, labels, weights, bandwidth, variant)

@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._checks import is_concrete
-from jaxcal._confidence import scores_and_targets
+from jaxcal._checks import values_checkable
+from jaxcal._confidence import RowStats, scores_and_targets
 from jaxcal._numerics import upcast
 
 
@@ -50,7 +50,7 @@ def check_hyperparameter(name: str, value: Any, minimum: float = 0.0) -> Any:
             raise ValueError(
                 f"`{name}` must be a positive scalar; got shape {arr.shape}, dtype {arr.dtype}."
             )
-        if not is_concrete(arr):
+        if not values_checkable(arr):
             return arr
         v = float(arr)
     ok = np.isfinite(v) and (v >= minimum if minimum > 0 else v > 0)
@@ -60,14 +60,17 @@ def check_hyperparameter(name: str, value: Any, minimum: float = 0.0) -> Any:
     return value
 
 
-def float_scores_targets(probs: jax.Array, labels: jax.Array) -> tuple[jax.Array, jax.Array]:
+def float_scores_targets(
+    probs: jax.Array, labels: jax.Array, rows: RowStats | None = None
+) -> tuple[jax.Array, jax.Array]:
     """(score, float target) in the compute dtype: positive class, or top-label confidence.
 
     The target (the label, or correctness) is piecewise constant in ``probs``: no gradient;
     the confidence's gradient is the one-hot of the predicted class
-    (:func:`jaxcal._confidence.top_confidence`).
+    (:func:`jaxcal._confidence.top_label`). ``rows``: the kernel's
+    :func:`jaxcal._confidence.input_row_stats`, shared with its validity summary.
     """
-    scores, targets, _ = scores_and_targets(probs, labels)
+    scores, targets, _ = scores_and_targets(probs, labels, rows=rows)
     scores = upcast(scores)
     return scores, targets.astype(scores.dtype)
 

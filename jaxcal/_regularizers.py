@@ -17,10 +17,10 @@ import jax.numpy as jnp
 
 from jaxcal._checks import check_option, check_positive_int
 from jaxcal._loss_inputs import check_logits_labels, probabilities
-from jaxcal._mmce import MMCE_MIN_BANDWIDTH, _mmce_kernel
+from jaxcal._mmce import MMCE_MIN_BANDWIDTH, mmce_value
 from jaxcal._numerics import weighted_mean
 from jaxcal._objectives import check_hyperparameter, float_scores_targets
-from jaxcal._soft_ece import SOFT_NORMS, _soft_ece_kernel
+from jaxcal._soft_ece import SOFT_NORMS, soft_ece_value
 
 #: Training temperature of :func:`soft_ece_loss` (see its docstring for the evidence).
 SOFT_ECE_LOSS_TEMPERATURE = 0.01
@@ -31,7 +31,7 @@ MMCE_LOSS_BANDWIDTH = 0.4
 
 @partial(jax.jit, static_argnames=("n_bins", "norm"))
 def _soft_ece_loss_kernel(logits, labels, weights, temperature, n_bins, norm):
-    return _soft_ece_kernel(probabilities(logits), labels, weights, temperature, n_bins, norm)
+    return soft_ece_value(probabilities(logits), labels, weights, temperature, n_bins, norm)
 
 
 def soft_ece_loss(
@@ -122,7 +122,7 @@ def soft_ece_loss(
 
 @jax.jit
 def _mmce_loss_kernel(logits, labels, weights, bandwidth):
-    return _mmce_kernel(probabilities(logits), labels, weights, bandwidth, "weighted")
+    return mmce_value(probabilities(logits), labels, weights, bandwidth, "weighted")
 
 
 def mmce_loss(

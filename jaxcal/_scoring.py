@@ -12,6 +12,7 @@ from jaxcal._binning import BinMoments, BinStats, check_binning
 from jaxcal._checks import check_probs_labels
 from jaxcal._ece import binned_stats, classwise_stats
 from jaxcal._numerics import safe_divide, upcast, weighted_mean
+from jaxcal._validity import run_validated, summarize
 
 
 def brier_per_sample(probs: jax.Array, labels: jax.Array) -> jax.Array:
@@ -46,7 +47,8 @@ def log_loss_per_sample(probs: jax.Array, labels: jax.Array) -> jax.Array:
 
 @jax.jit
 def _brier_kernel(probs, labels, weights):
-    return weighted_mean(brier_per_sample(probs, labels), weights)
+    value = weighted_mean(brier_per_sample(probs, labels), weights)
+    return value, summarize(probs, labels, weights)
 
 
 def brier_score(probs: Any, labels: Any, *, weights: Any = None) -> jax.Array:
@@ -72,13 +74,14 @@ def brier_score(probs: Any, labels: Any, *, weights: Any = None) -> jax.Array:
     References:
       Brier (1950), "Verification of forecasts expressed in terms of probability".
     """
-    probs, labels, weights = check_probs_labels(probs, labels, weights)
-    return _brier_kernel(probs, labels, weights)
+    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    return run_validated(_brier_kernel, probs, labels, weights)
 
 
 @jax.jit
 def _log_loss_kernel(probs, labels, weights):
-    return weighted_mean(log_loss_per_sample(probs, labels), weights)
+    value = weighted_mean(log_loss_per_sample(probs, labels), weights)
+    return value, summarize(probs, labels, weights)
 
 
 def log_loss(probs: Any, labels: Any, *, weights: Any = None) -> jax.Array:
@@ -98,8 +101,8 @@ def log_loss(probs: Any, labels: Any, *, weights: Any = None) -> jax.Array:
     References:
       Good (1952), "Rational decisions"; scikit-learn's ``log_loss``.
     """
-    probs, labels, weights = check_probs_labels(probs, labels, weights)
-    return _log_loss_kernel(probs, labels, weights)
+    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    return run_validated(_log_loss_kernel, probs, labels, weights)
 
 
 class BrierDecomposition(NamedTuple):
@@ -129,9 +132,10 @@ def decomposition_terms(
 
     The one formula of the decomposition, shared by :func:`brier_decomposition` and the
     streaming state. ``moments`` are those of the deviations d = f - c_b of the forecasts
-    from their bin's centre: the within-bin variance is ``sum d^2 - (sum d)^2 / W_b`` and
-    the covariance ``sum d o - (sum d)(sum o) / W_b``, both free of the catastrophic
-    cancellation of the unshifted moments (``|d| <= 1 / (2M)``), so float32 keeps their
+    from their bin's anchor (:func:`jaxcal._binning.bin_anchors`): the within-bin
+    variance is ``sum d^2 - (sum d)^2 / W_b`` and the covariance
+    ``sum d o - (sum d)(sum o) / W_b``, both free of the catastrophic cancellation of the
+    unshifted moments (``|d| <= 1 / M``), so float32 keeps their
     relative precision (absolute error of order eps / M^2).
 
     Args:
@@ -173,7 +177,8 @@ def _decomposition_kernel(probs, labels, weights, n_bins, binning, closed):
         stats, moments = classwise_stats(probs, labels, weights, n_bins, binning, closed, True)
     total = jnp.sum(stats.weight[0])
     terms = decomposition_terms(stats, moments, total)
-    return BrierDecomposition(brier, *(t.sum() for t in terms))
+    value = BrierDecomposition(brier, *(t.sum() for t in terms))
+    return value, summarize(probs, labels, weights)
 
 
 def brier_decomposition(
@@ -211,5 +216,5 @@ def brier_decomposition(
       & Jolliffe (2008), "Two extra components in the Brier score decomposition".
     """
     n_bins = check_binning(n_bins, binning, closed)
-    probs, labels, weights = check_probs_labels(probs, labels, weights)
-    return _decomposition_kernel(probs, labels, weights, n_bins, binning, closed)
+    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    return run_validated(_decomposition_kernel, probs, labels, weights, n_bins, binning, closed)

@@ -15,8 +15,10 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._checks import check_probs_labels
+from jaxcal._confidence import input_row_stats
 from jaxcal._numerics import safe_divide
 from jaxcal._objectives import check_hyperparameter, float_scores_targets, sample_weights
+from jaxcal._validity import run_validated, summarize
 
 #: smooth ECE: number of grid intervals on [0, 1] (the kernel is applied on G + 1 nodes)
 #: and the bandwidth search interval [SMECE_MIN_BANDWIDTH, 1] (relplot's ``eps``).
@@ -89,12 +91,14 @@ def _smece_fixed_point(moments: jax.Array) -> jax.Array:
 
 @partial(jax.jit, static_argnames=("auto",))
 def _smooth_ece_kernel(probs, labels, weights, bandwidth, auto):
-    s, y = float_scores_targets(probs, labels)
+    rows = input_row_stats(probs)
+    summary = summarize(probs, labels, weights, rows)
+    s, y = float_scores_targets(probs, labels, rows)
     dtype = s.dtype
     w = sample_weights(weights, s)
     moments = _smece_moments(s, y - s, w, SMECE_GRID)
     if not auto:
-        return _smece_at(moments, jnp.asarray(bandwidth).astype(dtype))
+        return _smece_at(moments, jnp.asarray(bandwidth).astype(dtype)), summary
     frozen = jax.lax.stop_gradient(moments)
     sigma = jax.lax.stop_gradient(_smece_fixed_point(frozen))
     value = _smece_at(moments, sigma)
@@ -103,7 +107,7 @@ def _smooth_ece_kernel(probs, labels, weights, bandwidth, auto):
     _, slope = jax.jvp(lambda sg: _smece_at(frozen, sg), (sigma,), (jnp.ones_like(sigma),))
     interior = (sigma > SMECE_MIN_BANDWIDTH) & (sigma < 1)
     factor = jax.lax.stop_gradient(jnp.where(interior, slope / (1 - slope), 0))
-    return value + factor * (value - jax.lax.stop_gradient(value))
+    return value + factor * (value - jax.lax.stop_gradient(value)), summary
 
 
 def smooth_ece(
@@ -167,5 +171,6 @@ def smooth_ece(
     auto = bandwidth is None
     if not auto:
         bandwidth = check_hyperparameter("bandwidth", bandwidth, minimum=SMECE_MIN_BANDWIDTH)
-    probs, labels, weights = check_probs_labels(probs, labels, weights)
-    return _smooth_ece_kernel(probs, labels, weights, None if auto else bandwidth, auto)
+    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    bandwidth = None if auto else bandwidth
+    return run_validated(_smooth_ece_kernel, probs, labels, weights, bandwidth, auto)

@@ -15,8 +15,10 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._checks import check_option, check_positive_int, check_probs_labels
+from jaxcal._confidence import input_row_stats
 from jaxcal._numerics import compute_dtype, safe_divide, safe_sqrt
 from jaxcal._objectives import check_hyperparameter, float_scores_targets, sample_weights
+from jaxcal._validity import run_validated, summarize
 
 SOFT_NORMS = ("l1", "l2")
 
@@ -174,12 +176,20 @@ def _soft_ece_core_jvp(n_bins, norm, primals, tangents):
     return value, out
 
 
-@partial(jax.jit, static_argnames=("n_bins", "norm"))
-def _soft_ece_kernel(probs, labels, weights, temperature, n_bins, norm):
-    s, y = float_scores_targets(probs, labels)
+def soft_ece_value(probs, labels, weights, temperature, n_bins, norm, rows=None):
+    """The soft ECE of ``(probs, labels, weights)`` (traceable; shared with
+    :func:`jaxcal.losses.soft_ece_loss`). ``rows``: the caller's ``input_row_stats``."""
+    s, y = float_scores_targets(probs, labels, rows)
     w = sample_weights(weights, s)
     t = jnp.asarray(temperature).astype(s.dtype)
     return _soft_ece_core(s, y, w, t, n_bins, norm)
+
+
+@partial(jax.jit, static_argnames=("n_bins", "norm"))
+def _soft_ece_kernel(probs, labels, weights, temperature, n_bins, norm):
+    rows = input_row_stats(probs)
+    value = soft_ece_value(probs, labels, weights, temperature, n_bins, norm, rows)
+    return value, summarize(probs, labels, weights, rows)
 
 
 def soft_ece(
@@ -264,5 +274,5 @@ def soft_ece(
     if temperature is None:
         temperature = 1.0 / (n_bins**2 * math.log(1.0 / DEFAULT_ADJACENT_RATIO))
     temperature = check_hyperparameter("temperature", temperature)
-    probs, labels, weights = check_probs_labels(probs, labels, weights)
-    return _soft_ece_kernel(probs, labels, weights, temperature, n_bins, norm)
+    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    return run_validated(_soft_ece_kernel, probs, labels, weights, temperature, n_bins, norm)

@@ -20,16 +20,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcal._checks import (
+    RANGE_ATOL,
     SIMPLEX_ATOL,
     as_float,
+    check_finite,
     check_labels,
     check_option,
-    check_probs,
-    check_unit_interval,
+    check_simplex_rows,
     check_weights,
-    compute_dtype,
-    is_concrete,
+    first_index,
+    values_checkable,
 )
+from jaxcal._numerics import compute_dtype
 
 MULTICLASS_INPUTS = ("logits", "log_probs", "probs")
 BINARY_INPUTS = ("probs", "logits")
@@ -45,13 +47,30 @@ def _check_array(x: Any, name: str, ndim: int) -> jax.Array:
     return arr
 
 
-def _check_all_finite(name: str, arr: jax.Array) -> None:
-    """Raise if a concrete ``arr`` has NaN or inf (checked on device, located on host)."""
-    if not bool(jnp.all(jnp.isfinite(arr))):
-        values = np.asarray(arr, dtype=np.float64)
-        idx = tuple(int(i) for i in np.argwhere(~np.isfinite(values))[0])
-        idx = idx[0] if len(idx) == 1 else idx
-        raise ValueError(f"`{name}` must be finite; got {values[idx]} at index {idx}.")
+#: What to build instead when values do not fit the declared input space.
+_OTHER_SPACES = {
+    ("probs", 1): 'Build it with inputs="logits" for real-valued scores such as SVM margins '
+    "or log-odds.",
+    ("probs", 2): 'Build it with inputs="log_probs" for log-probabilities or inputs="logits" '
+    "for unnormalised scores.",
+}
+
+
+def _check_probabilities(name: str, arr: jax.Array, inputs: str) -> None:
+    """Probabilities of a calibrator built with ``inputs="probs"``: in [0, 1], rows on the
+    simplex; the message names the option that changes the interpretation."""
+    values = np.asarray(arr, dtype=np.float64)
+    check_finite(name, arr)
+    low, high = values.min(), values.max()
+    if low < -RANGE_ATOL or high > 1 + RANGE_ATOL:
+        bad = low if low < -RANGE_ATOL else high
+        raise ValueError(
+            f'`{name}` must lie in [0, 1] for a calibrator built with inputs="{inputs}"; '
+            f"got {bad:.6g} at index {first_index(values == bad)}. "
+            + _OTHER_SPACES[(inputs, arr.ndim)]
+        )
+    if arr.ndim == 2:
+        check_simplex_rows(name, arr, float(np.max(np.abs(values.sum(axis=1) - 1))))
 
 
 def check_multiclass_inputs(x: Any, inputs: str, name: str = "logits") -> jax.Array:
@@ -59,12 +78,13 @@ def check_multiclass_inputs(x: Any, inputs: str, name: str = "logits") -> jax.Ar
     arr = _check_array(x, name, 2)
     if arr.shape[1] < 2:
         raise ValueError(f"`{name}` must have at least 2 class columns; got shape {arr.shape}.")
+    if not values_checkable(arr):  # inside a transformation: shapes only
+        return arr
     if inputs == "probs":
-        return check_probs(arr, name)
-    if not is_concrete(arr):
+        _check_probabilities(name, arr, inputs)
         return arr
     if inputs == "logits":
-        _check_all_finite(name, arr)
+        check_finite(name, arr)
         return arr
     values = np.asarray(arr, dtype=np.float64)  # log_probs: no NaN or +inf, rows sum to 1
     if np.isnan(values).any() or (values == np.inf).any():
@@ -84,10 +104,12 @@ def check_multiclass_inputs(x: Any, inputs: str, name: str = "logits") -> jax.Ar
 def check_binary_inputs(x: Any, inputs: str, name: str = "scores") -> jax.Array:
     """Validate ``(N,)`` positive-class scores in the space ``inputs``."""
     arr = _check_array(x, name, 1)
+    if not values_checkable(arr):  # inside a transformation: shapes only
+        return arr
     if inputs == "probs":
-        check_unit_interval(name, arr)
-    elif is_concrete(arr):
-        _check_all_finite(name, arr)
+        _check_probabilities(name, arr, inputs)
+    else:
+        check_finite(name, arr)
     return arr
 
 

@@ -21,7 +21,7 @@ from jaxcal._checks import (
     check_labels,
     check_positive_int,
     check_weights,
-    is_concrete,
+    values_checkable,
 )
 from jaxcal._numerics import compute_dtype
 
@@ -76,7 +76,7 @@ def check_intervals(
     lower, upper = lower.astype(common), upper.astype(common)
     if need_y:
         y = y.astype(common)
-    if is_concrete(y, lower, upper):
+    if values_checkable(y, lower, upper):
         # One fused pass on the device; the offending element is located only on failure.
         finite, any_crossed = jax.device_get(_interval_summary(y if need_y else None, lower, upper))
         for name, x, ok in zip(("y", "lower", "upper"), (y, lower, upper), finite, strict=True):
@@ -115,7 +115,7 @@ def check_sets(labels: Any, sets: Any, weights: Any, *, need_labels: bool = True
     if arr.dtype != jnp.bool_:
         if not (jnp.issubdtype(arr.dtype, jnp.integer) or jnp.issubdtype(arr.dtype, jnp.floating)):
             raise ValueError(f"`sets` must be a boolean mask; got dtype {arr.dtype}.")
-        if is_concrete(arr) and bool(jnp.any((arr != 0) & (arr != 1))):
+        if values_checkable(arr) and bool(jnp.any((arr != 0) & (arr != 1))):
             values = np.asarray(arr)
             bad = (values != 0) & (values != 1)
             if bad.any():
@@ -148,7 +148,7 @@ def check_confidence_level(value: Any, lower: jax.Array, *, open_interval: bool)
     expected = "a number" if n_levels is None else f"a number or shape ({n_levels},)"
     if arr.ndim > 1 or (arr.ndim == 1 and arr.shape != (n_levels,)):
         raise ValueError(f"`{name}` must be {expected}; got shape {arr.shape}.")
-    if is_concrete(arr):
+    if values_checkable(arr):
         values = np.asarray(arr, np.float64).reshape(-1)
         if open_interval:
             allowed, bad = "(0, 1)", (values <= 0) | (values >= 1)
@@ -167,7 +167,7 @@ def check_eta(eta: Any) -> Any:
         jnp.issubdtype(arr.dtype, jnp.floating) or jnp.issubdtype(arr.dtype, jnp.integer)
     ):
         raise ValueError(f"`eta` must be a real number; got {eta!r}.")
-    if is_concrete(arr) and not np.isfinite(float(arr)):
+    if values_checkable(arr) and not np.isfinite(float(arr)):
         raise ValueError(f"`eta` must be finite; got {float(arr)}.")
     return arr
 

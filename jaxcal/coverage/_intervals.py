@@ -13,7 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcal._checks import is_concrete
+from jaxcal._checks import values_checkable
 from jaxcal._numerics import safe_divide
 from jaxcal.coverage._checks import check_confidence_level, check_eta, check_intervals
 from jaxcal.coverage._levels import as_levels, is_covered, level_mean, squeeze_levels
@@ -173,7 +173,7 @@ def coverage_width_based(
     eta = check_eta(eta)
     y, lower, upper, weights, _ = check_intervals(y, lower, upper, weights)
     level = check_confidence_level(confidence_level, lower, open_interval=False)
-    if normalize and is_concrete(y, weights) and float(_live_range(y, weights)) == 0:
+    if normalize and values_checkable(y, weights) and float(_live_range(y, weights)) == 0:
         raise ValueError(
             "`y` must not be constant: MAPIE's CWC divides the mean width by "
             "max(y) - min(y) = 0 (over the samples with positive weight); "

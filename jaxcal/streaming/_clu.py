@@ -7,11 +7,10 @@ import dataclasses
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
 from jaxcal._checks import check_option
 from jaxcal._ece import check_norm
-from jaxcal._numerics import compute_dtype
+from jaxcal.streaming._model_output import model_output_batch
 from jaxcal.streaming._state import OUTPUTS, CalibrationState, compute, init, merge, update
 
 
@@ -65,16 +64,10 @@ class CalibrationMetric:
           mask: optional ``(N,)`` bool, clu's padding mask (False rows are ignored).
           weights: optional ``(N,)`` sample weights (multiplied by ``mask``).
         """
-        if (probs is None) == (logits is None):
-            raise ValueError("Pass exactly one of `probs` and `logits` to from_model_output.")
-        if probs is None:
-            logits = jnp.asarray(logits)
-            probs = jax.nn.sigmoid(logits) if cls.binary else jax.nn.softmax(logits, axis=-1)
-        if mask is not None:
-            mask = jnp.asarray(mask)
-            m = mask.astype(compute_dtype(jnp.asarray(probs).dtype))
-            weights = m if weights is None else jnp.asarray(weights) * m
-        return cls(update(cls.empty().state, probs, labels, weights))
+        batch = model_output_batch(
+            cls.binary, "from_model_output", labels, probs, logits, mask, weights
+        )
+        return cls(update(cls.empty().state, *batch))
 
     def merge(self, other: CalibrationMetric) -> CalibrationMetric:
         """The metric of both streams (``jaxcal.streaming.merge``)."""

@@ -27,6 +27,7 @@ from jaxcal._ece import (
 )
 from jaxcal._numerics import compute_dtype, safe_divide, two_sum
 from jaxcal._scoring import brier_per_sample, decomposition_terms, log_loss_per_sample
+from jaxcal._validity import run_validated, summarize
 
 #: Keys of the dict returned by :func:`compute`, in order.
 OUTPUTS = (
@@ -200,6 +201,8 @@ def _batch_sums(probs, labels, weights, n_bins, closed, binary):
 
 @jax.jit
 def _update_kernel(state, probs, labels, weights):
+    # Eagerly every row is validated, padding too (the summary reads the raw inputs).
+    summary = summarize(probs, labels, weights)
     if weights is not None:
         # Zero-weight rows (padding) never touch the state, whatever they hold (even NaN).
         keep = weights > 0
@@ -226,7 +229,7 @@ def _update_kernel(state, probs, labels, weights):
         class_sums=new_sums[1],
         totals=new_sums[2],
         compensation=tuple(new_comp),
-    )
+    ), summary
 
 
 def update(
@@ -269,8 +272,11 @@ def update(
             f"`probs` must have shape (N, {state.num_classes}) for this state; got shape "
             f"{shape} (use init(..., binary=True) for 1-D probabilities)."
         )
-    probs, labels, weights = check_probs_labels(probs, labels, weights)
-    return _update_kernel(state, probs, labels, weights)
+    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    static = (state.n_bins, state.num_classes, state.closed, state.binary, str(state.dtype))
+    return run_validated(
+        partial(_update_kernel, state), probs, labels, weights, signature=(update, static)
+    )
 
 
 def merge(a: CalibrationState, b: CalibrationState) -> CalibrationState:
