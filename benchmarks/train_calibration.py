@@ -43,7 +43,7 @@ mean ± standard deviation over seeds, and the paired difference of the test ECE
 when its mean test ECE is lower by more than the seed spread (the larger of the two
 standard deviations) at a cost of at most one point of mean test accuracy.
 
-Run (8-10 minutes on 2 shared CPU cores at load average 7-13):
+Run (13 minutes on 2 shared CPU cores at load average 14-25, 2.3 minutes of CPU time):
   nice python benchmarks/train_calibration.py
   nice python benchmarks/train_calibration.py --grid   # also every grid point
   nice python benchmarks/train_calibration.py --steps 300 --seeds 3   # a smoke run

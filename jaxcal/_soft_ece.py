@@ -235,10 +235,9 @@ def soft_ece(
     bounded by 1 and weighted by their mass). ``temperature`` is traced, not static:
     changing it does not recompile.
 
-    This is the metric: its default temperature makes it nearly the hard ECE, a rough
-    surface for a stochastic optimiser. To train with it, use
-    :func:`jaxcal.losses.soft_ece_loss` (on logits, with the authors' l2 norm and a
-    training temperature), and see its documentation for what it did in our experiment.
+    This is the metric. To train with it, use :func:`jaxcal.losses.soft_ece_loss` (on
+    logits, with the authors' l2 norm and the temperature chosen in our experiment), and
+    see its documentation for what it did there.
 
     Args:
       probs: ``(N,)`` positive-class probabilities or ``(N, K)`` rows on the simplex.

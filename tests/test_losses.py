@@ -120,9 +120,9 @@ def test_soft_ece_loss_norm_and_bins_reach_the_metric():
 
 def test_soft_ece_loss_default_temperature_is_the_documented_one():
     z, _, y = multiclass()
-    assert SOFT_ECE_LOSS_TEMPERATURE == 0.01
+    assert SOFT_ECE_LOSS_TEMPERATURE == 0.002
     assert_close(
-        losses.soft_ece_loss(z, y), losses.soft_ece_loss(z, y, temperature=0.01, norm="l2")
+        losses.soft_ece_loss(z, y), losses.soft_ece_loss(z, y, temperature=0.002, norm="l2")
     )
 
 
