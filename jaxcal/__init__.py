@@ -1,6 +1,6 @@
 """jaxcal: measure, test and fix the calibration of probabilistic classifiers, in JAX."""
 
-from jaxcal import calibrators, coverage, streaming
+from jaxcal import calibrators, coverage, losses, streaming
 from jaxcal.calibrators import Calibrator
 from jaxcal.metrics import (
     BinStats,
@@ -111,6 +111,7 @@ __all__ = [
     "log_brownian_max_sf",
     "log_brownian_range_sf",
     "log_loss",
+    "losses",
     "mce",
     "mmce",
     "murphy_diagram",
