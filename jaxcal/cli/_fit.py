@@ -114,7 +114,7 @@ def fit_calls(model: Model, *, n_bins: int, n_folds: int, seed: int) -> list[tup
     folds = np.empty(n, dtype=np.int32)
     folds[np.random.default_rng(seed).permutation(n)] = np.arange(n) % n_folds
     binary = model.probs.ndim == 1
-    scores = model.probs if model.logits is None else jnp.asarray(model.logits)
+    scores = model.probs if model.logits is None else jax.device_put(model.logits)
     calls = [("uncalibrated", _UNCALIBRATED, (model.probs, model.labels), {"n_bins": n_bins})]
     for name, calibrator in _calibrator_ids(binary, model.logits is not None).items():
         kernel = _CROSS_FIT_RUN if "platt" in calibrator else _CROSS_FIT

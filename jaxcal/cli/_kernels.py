@@ -131,7 +131,8 @@ def _environment() -> str:
 
 
 def _abstract(x) -> tuple:
-    return (tuple(x.shape), str(x.dtype))
+    # The dtype JAX computes in: float64 NumPy input is float32 on the device unless x64.
+    return (tuple(x.shape), str(jax.dtypes.canonicalize_dtype(x.dtype)))
 
 
 class Kernel:
@@ -149,34 +150,43 @@ class Kernel:
 
     def __call__(self, *arrays, **static):
         """Run the kernel (compiling or loading it first if needed); asynchronous results."""
-        return self.prepare(*arrays, **static).result()(*arrays)
+        signature = self._signature(arrays, static)
+        compiled = self.prepare(*arrays, **static).result()
+        if compiled is None:  # the stored entry could not be loaded: compile it now
+            self._ready[signature] = self._compile(signature, arrays, static)
+            compiled = self._ready[signature].result()
+        return compiled(*arrays)
 
     def prepare(self, *arrays, **static) -> Future:
-        """A future of the compiled executable for these shapes and static options."""
+        """A future of the executable for these shapes and static options (None: a stored
+        entry that could not be loaded; ``__call__`` then compiles)."""
+        signature = self._signature(arrays, static)
+        if signature not in self._ready:
+            path = self._path(signature)
+            if path is not None and path.exists():  # loading releases the GIL: in a worker
+                self._ready[signature] = _executor().submit(_load, path)
+            else:
+                self._ready[signature] = self._compile(signature, arrays, static)
+        return self._ready[signature]
+
+    def _signature(self, arrays, static) -> tuple:
         for value in static.values():
             if not isinstance(value, (str, int, float, bool, type(None))):
                 raise TypeError(f"static option of {self.name} must be a scalar; got {value!r}")
-        signature = (tuple(_abstract(a) for a in arrays), tuple(sorted(static.items())))
-        if signature not in self._ready:
-            self._ready[signature] = self._start(signature, arrays, static)
-        return self._ready[signature]
+        return (tuple(_abstract(a) for a in arrays), tuple(sorted(static.items())))
 
     def _path(self, signature) -> Path | None:
+        # The store and the options are for XLA:CPU; other backends compile once per process.
         if _store is None or jax.default_backend() != "cpu":
             return None
         key = repr((_environment(), self.name, signature, sorted(self.options.items())))
         return _store / f"{self.name}-{hashlib.sha256(key.encode()).hexdigest()[:40]}.bin"
 
-    def _start(self, signature, arrays, static) -> Future:
-        path = self._path(signature)
-        loaded = _load(path) if path is not None else None
-        if loaded is not None:
-            done: Future = Future()
-            done.set_result(loaded)
-            return done
+    def _compile(self, signature, arrays, static) -> Future:
+        """Trace and lower here (tracing holds the GIL), compile in a worker thread."""
         options = self.options if jax.default_backend() == "cpu" else None
         lowered = jax.jit(partial(self.fn, **static), compiler_options=options).lower(*arrays)
-        return _executor().submit(_compile, lowered, path)
+        return _executor().submit(_compile, lowered, self._path(signature))
 
 
 def _compile(lowered, path: Path | None):
