@@ -10,7 +10,9 @@ compiled executables themselves (:mod:`jaxcal.cli._kernels`) in ``kernels/`` of:
 
 ``--no-cache`` or ``JAXCAL_NO_COMPILATION_CACHE=1`` turn it off. Entries are keyed by the
 program, the compiler options, the versions and the machine, so deleting the folder is
-always safe (the next run compiles again).
+always safe (the next run compiles again). Like JAX's own cache, the entries are native
+code that the command loads and runs: the folder must be writable by its user only
+(``~/.cache`` is).
 
 JAX's own persistent compilation cache is not turned on: it skips only the XLA
 compilation (its key is the lowered program), and an executable it has read back cannot
@@ -50,7 +52,7 @@ def kernel_folder(*, no_cache: bool = False) -> Path | None:
         return None
     folder = default_cache_dir() / "kernels"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError:  # a read-only home: run without the cache
         return None
     return folder
