@@ -1,6 +1,7 @@
 """Test configuration: JAX runs strict, as in equinox's suite (STYLE.md).
 
-``jax.config.update`` belongs here and nowhere else. Float64 tests use the
+``jax.config.update`` belongs here and nowhere else (the ``jaxcal`` command line, an
+application, also sets the compilation cache for itself). Float64 tests use the
 ``jax.enable_x64()`` context manager (see ``tests/helpers.py::x64``).
 
 Tests run with strict dtype promotion and rank promotion raising, so that a kernel that
@@ -11,6 +12,7 @@ promotion, the setting users have.
 
 import importlib.util
 import os
+from pathlib import Path
 
 import jax
 import pytest
@@ -27,6 +29,20 @@ if not importlib.util.find_spec("pyarrow"):  # the parquet extra
     collect_ignore += ["jaxcal/cli/_parquet.py"]
 elif not importlib.util.find_spec("dask"):  # the dask extra
     collect_ignore += ["jaxcal/streaming/_dask.py"]
+
+# Compiled code is kept between test runs: most of the suite's time is XLA compiling, and
+# CI runs it in three processes (fast tests, slow tests, the demo). JAX's persistent
+# compilation cache goes to $JAXCAL_CACHE_DIR/jax, by default .cache/jaxcal/jax in the
+# checkout (git-ignored; deleting it is always safe); every compilation is written, however
+# short (JAX's default threshold, 1 s, would leave out most of the suite's). The
+# `jaxcal report` runs of the CLI tests (in this process and in subprocesses) keep their
+# kernels in $JAXCAL_CACHE_DIR/kernels. JAXCAL_NO_COMPILATION_CACHE=1 runs without either.
+if os.environ.get("JAXCAL_NO_COMPILATION_CACHE", "").strip().lower() in ("", "0", "false", "no"):
+    _cache = Path(
+        os.environ.setdefault("JAXCAL_CACHE_DIR", str(Path(__file__).parent / ".cache" / "jaxcal"))
+    )
+    jax.config.update("jax_compilation_cache_dir", str(_cache / "jax"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 @pytest.hookimpl(wrapper=True)
