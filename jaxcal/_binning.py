@@ -27,7 +27,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcal._checks import check_option, check_positive_int
-from jaxcal._numerics import block_partial_sums, block_segment_ids, compute_dtype, tree_sum
+from jaxcal._numerics import (
+    BLOCK,
+    block_partial_sums,
+    block_segment_ids,
+    compute_dtype,
+    tree_sum,
+)
 
 BINNINGS = ("uniform", "quantile")
 CLOSED = ("right", "left")
@@ -246,6 +252,7 @@ def bin_sums(
     weights: jax.Array | None = None,
     offsets: jax.Array | Callable[[jax.Array], jax.Array] | None = None,
     moments: bool = False,
+    block: int = BLOCK,
 ) -> BinStats | tuple[BinStats, BinMoments]:
     """Per-segment sums of samples, weights, scores and binary targets (and moments).
 
@@ -256,7 +263,7 @@ def bin_sums(
     Sums run in blocks of ``BLOCK`` samples (one scatter per quantity, sharing one index)
     and the blocks are added by a radix tree (:mod:`jaxcal._numerics`): float32 stays
     accurate for any N and counts are exact int32. Without weights, count and hits travel
-    packed in one int32 scatter (``1 + (target << 16)``; a block never holds more than 256
+    packed in one int32 scatter (``1 + (target << 16)``; a block never holds more than 8192
     of either). Scores are summed as deviations ``d = score - offset`` from a per-segment
     reference (e.g. :func:`bin_anchors`), then ``offset * weight`` is added back: the partial
     sums stay small, so 2e7 identical float32 scores in one bin keep their mean to float32
@@ -277,6 +284,8 @@ def bin_sums(
         or a function of the segment ids (e.g. :func:`uniform_anchors`), which avoids a
         gather.
       moments: also return :class:`BinMoments` (the within-segment moments of ``d``).
+      block: rows per block of partial sums (``BLOCK``; many segments want more:
+        :func:`jaxcal._numerics.rows_per_block`).
 
     Returns:
       ``BinStats`` with fields of shape ``(S,)``, and with ``moments`` the pair
@@ -302,7 +311,7 @@ def bin_sums(
         y = (jnp.arange(segment_ids.shape[1], dtype=jnp.int32)[None, :] == column).astype(jnp.int32)
     else:
         y = targets.astype(jnp.int32)
-    ids, n_blocks = block_segment_ids(segment_ids, num_segments)
+    ids, n_blocks = block_segment_ids(segment_ids, num_segments, block)
 
     def total(values, at=ids):
         return tree_sum(block_partial_sums(values, at, n_blocks, num_segments))
@@ -323,7 +332,7 @@ def bin_sums(
         )
         weight, sum_dev = total(w), total(w * s)
         if one_hot_index:
-            target_ids_flat, _ = block_segment_ids(target_ids, num_segments)
+            target_ids_flat, _ = block_segment_ids(target_ids, num_segments, block)
             sum_target = total(row_weights, target_ids_flat)
         else:
             sum_target = total(w * y.astype(dtype))
@@ -333,7 +342,7 @@ def bin_sums(
         return stats
     sum_dev_sq = total(s * s if w is None else w * s * s)
     if one_hot_index:
-        target_ids_flat, _ = block_segment_ids(target_ids, num_segments)
+        target_ids_flat, _ = block_segment_ids(target_ids, num_segments, block)
         dy = target_dev if row_weights is None else row_weights * target_dev
         sum_dev_target = total(dy, target_ids_flat)
     else:

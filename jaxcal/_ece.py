@@ -26,7 +26,7 @@ from jaxcal._binning import (
 )
 from jaxcal._checks import check_option, check_probs_labels
 from jaxcal._confidence import input_row_stats, scores_and_targets
-from jaxcal._numerics import safe_divide, safe_sqrt
+from jaxcal._numerics import BLOCK, safe_divide, safe_sqrt
 from jaxcal._validity import run_validated, summarize
 
 NORMS = ("l1", "l2", "max")
@@ -76,7 +76,16 @@ def gap_norm(stats: BinStats, group_weights: jax.Array, norm: str, debias: bool)
 
 
 def binned_stats(
-    scores, targets, weights, n_bins, binning, closed, groups=None, n_groups=1, moments=False
+    scores,
+    targets,
+    weights,
+    n_bins,
+    binning,
+    closed,
+    groups=None,
+    n_groups=1,
+    moments=False,
+    block=BLOCK,
 ):
     """Edges and per-(group, bin) sums ``(G, M)`` of scores against binary targets.
 
@@ -87,11 +96,11 @@ def binned_stats(
     edges, bins = bin_edges_and_index(scores, n_bins, binning, closed, weights)
     segments = bins if groups is None else groups * n_bins + bins
     offsets = uniform_anchors(n_bins) if binning == "uniform" else bin_anchors(edges, n_groups)
-    sums = bin_sums(segments, scores, targets, n_groups * n_bins, weights, offsets, moments)
+    sums = bin_sums(segments, scores, targets, n_groups * n_bins, weights, offsets, moments, block)
     return edges, jax.tree_util.tree_map(lambda f: f.reshape(n_groups, n_bins), sums)
 
 
-def classwise_stats(probs, labels, weights, n_bins, binning, closed, moments=False):
+def classwise_stats(probs, labels, weights, n_bins, binning, closed, moments=False, block=BLOCK):
     """Per-(class, bin) sums ``(K, M)`` of every column ``p_k`` against ``labels == k``.
 
     Uniform bins: one pass over the ``(N, K)`` entries with segment ids
@@ -100,7 +109,8 @@ def classwise_stats(probs, labels, weights, n_bins, binning, closed, moments=Fal
     k = probs.shape[1]
     if binning == "uniform":
         classes = jnp.broadcast_to(jnp.arange(k, dtype=jnp.int32), probs.shape)
-        return binned_stats(probs, labels, weights, n_bins, binning, closed, classes, k, moments)[1]
+        args = (classes, k, moments, block)
+        return binned_stats(probs, labels, weights, n_bins, binning, closed, *args)[1]
 
     def one_class(column, c):
         target = labels == c
