@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcal._numerics import safe_divide
+from jaxcal._sort import argsort
 
 
 class IsotonicParams(NamedTuple):
@@ -136,7 +137,7 @@ def isotonic_fit(s: jax.Array, y: jax.Array, weights: jax.Array | None) -> Isoto
     w = jnp.ones((n,), dtype) if weights is None else weights.astype(dtype)
     valid = w > 0  # zero-weight samples are dropped, as in scikit-learn
     key = jnp.where(valid, s, jnp.inf)
-    order = jnp.argsort(key, stable=True)
+    order = argsort(key)
     xs, ys, ws, vs = key[order], y.astype(dtype)[order], w[order], valid[order]
     new = group_starts(xs, vs, float(np.finfo(dtype).resolution))
     size = jnp.sum(new).astype(jnp.int32)
