@@ -58,8 +58,9 @@ def _ssc_min(ssc: SizeStratifiedCoverage) -> jax.Array:
 
 # Up to this many group boundaries, ranks are found by bisection on the widths' bit
 # patterns (B - 1 order statistics in 31 / 63 counting passes); beyond, by a full sort
-# (jaxcal._sort: NumPy's on CPU). At 1e6 samples the selection costs ~30 ms per boundary
-# beyond the first, the sort path ~110 ms whatever B (CPU time, one loaded core).
+# (jaxcal._sort: NumPy's on CPU). At 1e6 samples on CPU the two are within ~10 % of each
+# other (the per-group sums dominate both); selection was faster at B = 4, the sort at
+# B = 8 and 17 (benchmarks/compare_revisions.py-style interleaved CPU time, loaded core).
 _SELECT_MAX_BOUNDARIES = 3
 
 
