@@ -6,19 +6,14 @@ the XLA path is also what GPU and TPU run. Both are checked against NumPy here: 
 rows through the public functions, and the XLA path of the long rows directly.
 """
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-from helpers import x64
+from helpers import run_on_cpu_devices, x64
 
 from jaxcal import _sort
 from jaxcal._sort import argsort, monotone_bits, sort
@@ -180,21 +175,7 @@ _SHARD_MAP_SCRIPT = textwrap.dedent(
 def test_inside_shard_map_on_four_cpu_devices(tmp_path):
     script = tmp_path / "shard_map_sort.py"
     script.write_text(_SHARD_MAP_SCRIPT)
-    env = dict(os.environ)
-    flags = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
-    env.update(XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
-    root = str(Path(__file__).parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    proc = subprocess.run(
-        [sys.executable, "-W", "error", str(script)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {
+    assert run_on_cpu_devices(script) == {
         "order": True,
         "keys": True,
         "replicated": True,
