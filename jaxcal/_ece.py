@@ -161,9 +161,10 @@ def ece(
       binning: ``"uniform"`` (equal width) or ``"quantile"`` (equal mass; edges are
         weighted empirical quantiles of the scores, equal scores share a bin).
       norm: ``"l1"``, ``"l2"`` or ``"max"`` (the MCE).
-      closed: ``"right"`` (default; bins [0, 1/M], (1/M, 2/M], ...) or ``"left"``
-        ([0, 1/M), ..., [(M-1)/M, 1], as scikit-learn and torchmetrics). An input equal to
-        an edge in its own dtype lands as the convention says.
+      closed: ``"right"`` (default; bins [0, 1/M], (1/M, 2/M], ..., as scikit-learn's
+        ``calibration_curve``) or ``"left"`` ([0, 1/M), ..., [(M-1)/M, 1], as
+        torchmetrics). An input equal to an edge in its own dtype lands as the convention
+        says.
       debias: with ``norm="l2"``, the debiased estimator of Kumar, Liang & Ma (2019) (see
         :func:`gap_norm`), returned as sqrt(max(estimate, 0)).
       weights: optional ``(N,)`` non-negative sample weights; 0 masks padding.

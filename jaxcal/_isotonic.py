@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcal._numerics import int_dtype_of, safe_divide
+from jaxcal._sort import sort
 
 
 class IsotonicParams(NamedTuple):
@@ -276,7 +277,7 @@ def sorted_groups(
     valid = w > 0  # zero-weight samples are dropped, as in scikit-learn
     top = jnp.iinfo(int_dtype_of(dtype)).max
     key = jnp.where(valid, float_keys(s), top)
-    keys = jnp.sort(key)
+    keys = sort(key)
     live = keys != top
     xs = key_values(keys, dtype)
     new = tie_starts(keys if ties == "exact" else xs, live, ties)

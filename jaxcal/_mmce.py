@@ -17,6 +17,7 @@ from jaxcal._checks import check_option, check_probs_labels
 from jaxcal._confidence import input_row_stats
 from jaxcal._numerics import safe_divide, safe_sqrt
 from jaxcal._objectives import check_hyperparameter, float_scores_targets, sample_weights
+from jaxcal._sort import argsort
 from jaxcal._validity import run_validated, summarize
 
 MMCE_VARIANTS = ("unweighted", "weighted")
@@ -40,7 +41,7 @@ def laplace_quadratic_form(x: jax.Array, a: jax.Array, bandwidth: jax.Array) -> 
     exact (G, G) lower-triangular kernel product. This replaces the (N, N) kernel matrix
     (or its blocks) of the reference implementation; it is exact up to round-off.
     """
-    order = jnp.argsort(x)
+    order = argsort(x)
     xs, as_ = x[order], a[order]
     dtype = xs.dtype
     g = _LAPLACE_SEGMENTS

@@ -14,6 +14,7 @@ import numpy as np
 
 from jaxcal._checks import check_positive_float
 from jaxcal._numerics import safe_divide, safe_sqrt
+from jaxcal._sort import argsort
 from jaxcal.coverage._checks import check_intervals
 from jaxcal.coverage._levels import as_levels, is_covered, squeeze_levels
 
@@ -79,7 +80,7 @@ def _grid_cells(z: jax.Array, b: jax.Array):
 def _sorted_cells(z: jax.Array, b: jax.Array):
     """Cells for any spread of z: sort, then number the occupied cells 0, 1, ..."""
     n = z.shape[0]
-    order = jnp.argsort(z)
+    order = argsort(z)
     zs, bs = z[order], b[order]
     grid = jnp.floor(zs - zs[0])
     new_cell = jnp.concatenate([jnp.ones(1, bool), grid[1:] != grid[:-1]])
