@@ -14,10 +14,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._checks import check_option, check_probs_labels
-from jaxcal._confidence import input_row_stats
 from jaxcal._numerics import safe_divide, safe_sqrt
 from jaxcal._objectives import check_hyperparameter, float_scores_targets, sample_weights
-from jaxcal._validity import run_validated, summarize
+from jaxcal._validity import kernel_inputs, run_validated
 
 MMCE_VARIANTS = ("unweighted", "weighted")
 
@@ -61,7 +60,7 @@ def laplace_quadratic_form(x: jax.Array, a: jax.Array, bandwidth: jax.Array) -> 
 
 @partial(jax.jit, static_argnames=("variant",))
 def _mmce_kernel(probs, labels, weights, bandwidth, variant):
-    rows = input_row_stats(probs)
+    probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
     r, c = float_scores_targets(probs, labels, rows)
     dtype = r.dtype
     w = sample_weights(weights, r)
@@ -75,7 +74,7 @@ def _mmce_kernel(probs, labels, weights, bandwidth, variant):
         a = w * (c * safe_divide(1 - r, m_correct) - (1 - c) * safe_divide(r, m_wrong))
         live = (m_correct > 0) & (m_wrong > 0)
     q = laplace_quadratic_form(r, a, h)
-    return jnp.where(live, safe_sqrt(q), 0), summarize(probs, labels, weights, rows)
+    return jnp.where(live, safe_sqrt(q), 0), summary
 
 
 def mmce(

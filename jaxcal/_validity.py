@@ -37,7 +37,7 @@ from jaxcal._checks import (
     values_checkable,
 )
 from jaxcal._confidence import RowStats, input_row_stats
-from jaxcal._numerics import compute_dtype
+from jaxcal._numerics import compute_dtype, mask_unweighted
 
 
 class InputSummary(NamedTuple):
@@ -102,6 +102,60 @@ def summarize(
     so that the row sums and minima come from the pass that found the top label.
     """
     return InputSummary(_probs_excess(probs, rows), _labels_high(labels), _weights_excess(weights))
+
+
+def mask_padding(
+    probs: jax.Array,
+    labels: jax.Array,
+    weights: jax.Array | None,
+    rows: RowStats | None = None,
+) -> tuple[jax.Array, jax.Array, RowStats | None]:
+    """``(probs, labels, rows)`` with the padding of zero-weight rows made harmless.
+
+    Under ``jit`` nothing is validated, and the padding rows of a fixed-shape batch may
+    hold anything: NaN (the softmax of all ``-inf`` logits), an ignore label (-100, or K).
+    Their weight 0 alone does not mask them (``0 * nan`` is NaN, a label outside [0, K)
+    gathers NaN), so in rows without positive weight non-finite probabilities become the
+    uniform 1/K (1/2 for 1-D) and labels outside [0, K) become 0, as the streaming update
+    does; the weight 0 keeps them out of every sum. Valid values stay as they are, so
+    valid rows, and derivatives with respect to the weights, are unchanged.
+
+    ``rows``: the :func:`jaxcal._confidence.input_row_stats` of the raw ``probs``, masked
+    alike (a zero-weight row whose sum is not finite gets the statistics of the uniform
+    row), so that a kernel keeps its one pass over the rows. The validity summary must be
+    taken of the raw inputs, before this (eager calls validate every row, padding too).
+    """
+    if weights is None:
+        return probs, labels, rows
+    k = 2 if probs.ndim == 1 else probs.shape[1]
+    fill = 1 / k
+    probs = mask_unweighted(probs, weights, fill)
+    labels = mask_unweighted(labels, weights, 0, (labels < 0) | (labels >= k))
+    if rows is not None:
+        bad = ~jnp.isfinite(rows.sum)
+        rows = RowStats(
+            mask_unweighted(rows.max, weights, fill, bad),
+            mask_unweighted(rows.argmax, weights, 0, bad),
+            mask_unweighted(rows.sum, weights, 1, bad),
+            mask_unweighted(rows.min, weights, fill, bad),
+        )
+    return probs, labels, rows
+
+
+def kernel_inputs(
+    probs: jax.Array, labels: jax.Array, weights: jax.Array | None, *, rows: bool = True
+) -> tuple[jax.Array, jax.Array, RowStats | None, InputSummary]:
+    """What a metric's kernel does first: summarise its raw inputs, then mask the padding.
+
+    Returns ``(probs, labels, rows, summary)``: the inputs through :func:`mask_padding`,
+    the :func:`jaxcal._confidence.input_row_stats` of 2-D ``probs`` (None for 1-D, or with
+    ``rows=False`` for kernels that do not take the top label), and the
+    :class:`InputSummary` of the raw inputs, from the same pass over the rows.
+    """
+    stats = input_row_stats(probs) if rows else None
+    summary = summarize(probs, labels, weights, stats)
+    probs, labels, stats = mask_padding(probs, labels, weights, stats)
+    return probs, labels, stats, summary
 
 
 def raise_if_invalid(

@@ -27,7 +27,7 @@ from jaxcal._ece import (
 )
 from jaxcal._numerics import compute_dtype, safe_divide, two_sum
 from jaxcal._scoring import brier_per_sample, decomposition_terms, log_loss_per_sample
-from jaxcal._validity import run_validated, summarize
+from jaxcal._validity import kernel_inputs, run_validated
 
 #: Keys of the dict returned by :func:`compute`, in order.
 OUTPUTS = (
@@ -201,16 +201,9 @@ def _batch_sums(probs, labels, weights, n_bins, closed, binary):
 
 @jax.jit
 def _update_kernel(state, probs, labels, weights):
-    # Eagerly every row is validated, padding too (the summary reads the raw inputs).
-    summary = summarize(probs, labels, weights)
-    if weights is not None:
-        # Zero-weight rows (padding) never touch the state, whatever they hold (even NaN).
-        keep = weights > 0
-        weights = jnp.where(keep, weights, 0)
-        fill = jnp.asarray(0.5 if state.binary else 1 / state.num_classes, probs.dtype)
-        mask = keep if probs.ndim == 1 else keep[:, None]
-        probs = jnp.where(mask, probs, fill)
-        labels = jnp.where(keep, labels, 0)
+    # Eagerly every row is validated, padding too (the summary reads the raw inputs);
+    # zero-weight rows (padding) never touch the state, whatever they hold (even NaN).
+    probs, labels, _, summary = kernel_inputs(probs, labels, weights, rows=False)
     top_count, top_sums, class_count, class_sums, totals = _batch_sums(
         probs, labels, weights, state.n_bins, state.closed, state.binary
     )
