@@ -56,7 +56,7 @@ class BinStats(NamedTuple):
 class BinMoments(NamedTuple):
     """Within-segment moments of the deviations ``d = score - offset``, each ``(S,)``.
 
-    With the offset a bin's centre, ``|d| <= 1 / (2M)``, and the within-bin variance
+    With the offset a bin's anchor (:func:`bin_anchors`), ``|d| <= 1 / M``, and the within-bin variance
     ``sum d^2 - (sum d)^2 / W`` keeps float32's relative precision (the unshifted
     ``sum s^2 - (sum s)^2 / W`` cancels catastrophically; see :func:`bin_sums`).
 
@@ -209,22 +209,33 @@ def bin_edges_and_index(
     return edges, edges_bin_index(scores, edges, closed)
 
 
-def bin_centres(edges: jax.Array, n_groups: int = 1) -> jax.Array:
-    """Mid-points of the bins ``(M,)``, tiled over ``n_groups`` (segment offsets)."""
-    return jnp.tile((edges[:-1] + edges[1:]) / 2, n_groups)
+def bin_anchors(edges: jax.Array, n_groups: int = 1) -> jax.Array:
+    """Reference scores of the bins ``(M,)``, tiled over ``n_groups`` (segment offsets).
+
+    The mid-point of each bin, except the first bin (anchored at its lower edge, 0) and
+    the last (at its upper edge, 1): deviations from the anchor stay within one bin width,
+    and a score of exactly 0 or 1 deviates by exactly 0, so perfect predictions give a
+    calibration error of exactly 0 (not 5e-7).
+    """
+    mid = (edges[:-1] + edges[1:]) / 2
+    mid = mid.at[0].set(edges[0]).at[-1].set(edges[-1])
+    return jnp.tile(mid, n_groups)
 
 
-def uniform_centres(n_bins: int) -> Callable[[jax.Array], jax.Array]:
-    """Offsets for :func:`bin_sums` with ``class * M + bin`` ids: ``(bin + 1/2) / M``.
+def uniform_anchors(n_bins: int) -> Callable[[jax.Array], jax.Array]:
+    """Offsets for :func:`bin_sums` with ``group * M + bin`` ids: :func:`bin_anchors` of
+    the uniform bins, ``(bin + 1/2) / M`` inside and 0 and 1 at the ends.
 
     Computed from the segment id by arithmetic (no gather); the same function gives the
     per-sample shift and the per-segment add-back, so the two agree bit for bit.
     """
 
-    def centre(segment_ids: jax.Array) -> jax.Array:
-        return ((segment_ids % n_bins).astype(jnp.float32) + 0.5) / n_bins
+    def anchor(segment_ids: jax.Array) -> jax.Array:
+        b = segment_ids % n_bins
+        mid = (b.astype(jnp.float32) + 0.5) / n_bins
+        return jnp.where(b == n_bins - 1, 1.0, jnp.where(b == 0, 0.0, mid)).astype(jnp.float32)
 
-    return centre
+    return anchor
 
 
 def bin_sums(
@@ -247,7 +258,7 @@ def bin_sums(
     accurate for any N and counts are exact int32. Without weights, count and hits travel
     packed in one int32 scatter (``1 + (target << 16)``; a block never holds more than 256
     of either). Scores are summed as deviations ``d = score - offset`` from a per-segment
-    reference (e.g. the bin's centre), then ``offset * weight`` is added back: the partial
+    reference (e.g. :func:`bin_anchors`), then ``offset * weight`` is added back: the partial
     sums stay small, so 2e7 identical float32 scores in one bin keep their mean to float32
     resolution.
 
@@ -263,7 +274,7 @@ def bin_sums(
       num_segments: S.
       weights: optional ``(N,)`` non-negative row weights; zero-weight rows are absent.
       offsets: optional reference score of each segment (default 0): an ``(S,)`` array,
-        or a function of the segment ids (e.g. :func:`uniform_centres`), which avoids a
+        or a function of the segment ids (e.g. :func:`uniform_anchors`), which avoids a
         gather.
       moments: also return :class:`BinMoments` (the within-segment moments of ``d``).
 

@@ -18,11 +18,11 @@ import jax.numpy as jnp
 
 from jaxcal._binning import (
     BinStats,
-    bin_centres,
+    bin_anchors,
     bin_edges_and_index,
     bin_sums,
     check_binning,
-    uniform_centres,
+    uniform_anchors,
 )
 from jaxcal._checks import check_option, check_probs_labels
 from jaxcal._confidence import scores_and_targets
@@ -86,7 +86,7 @@ def binned_stats(
     """
     edges, bins = bin_edges_and_index(scores, n_bins, binning, closed, weights)
     segments = bins if groups is None else groups * n_bins + bins
-    offsets = uniform_centres(n_bins) if binning == "uniform" else bin_centres(edges, n_groups)
+    offsets = uniform_anchors(n_bins) if binning == "uniform" else bin_anchors(edges, n_groups)
     sums = bin_sums(segments, scores, targets, n_groups * n_bins, weights, offsets, moments)
     return edges, jax.tree_util.tree_map(lambda f: f.reshape(n_groups, n_bins), sums)
 

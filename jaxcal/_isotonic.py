@@ -1,10 +1,11 @@
-"""Isotonic regression: scikit-learn's tie grouping, then pool-adjacent-violators in O(N).
+"""Isotonic regression: tie grouping, then pool-adjacent-violators in O(N).
 
-Shared by the isotonic calibrator and every method built on the PAV fit. The fit sorts
-the scores once (O(N log N)), groups equal (within ``resolution``) scores as
-scikit-learn's ``_make_unique`` does, and pools the groups by the stack algorithm
-(:func:`pava`, O(N) in one ``lax.while_loop``). Everything lives in fixed (N,) buffers, so
-the fit jits and vmaps.
+Shared by the isotonic calibrator and every method built on the PAV fit (CORP). The fit
+sorts the scores once (O(N log N)), groups tied scores (:func:`tie_starts`: within
+``resolution`` as scikit-learn's ``_make_unique`` does, or exact ties as CORP does), and
+pools the groups by the stack algorithm (:func:`pava`, O(N) in one ``lax.while_loop``),
+optionally after one parallel round that pools every run of adjacent violators at once
+(:func:`pool_runs`). Everything lives in fixed (N,) buffers, so the fit jits and vmaps.
 
 References:
   Ayer, Brunk, Ewing, Reid & Silverman (1955), "An empirical distribution function for
@@ -62,14 +63,97 @@ def group_starts(xs: jax.Array, valid: jax.Array, eps: float) -> jax.Array:
     return jax.lax.cond(exact, lambda _: gap, sequential, None)
 
 
+#: Tie groupings of :func:`tie_starts`.
+TIES = ("resolution", "exact")
+
+
+def tie_starts(xs: jax.Array, valid: jax.Array, ties: str = "resolution") -> jax.Array:
+    """Start flags of the groups of sorted scores ``xs`` that share one fitted value.
+
+    ``"resolution"``: scikit-learn's grouping (:func:`group_starts`, scores within
+    ``np.finfo(dtype).resolution`` of the group's first score). ``"exact"``: equal values
+    only (CORP, Dimitriadis, Gneiting & Jordan 2021), for float or integer ``xs``.
+    ``valid`` marks the samples that take part (positive weight, sorted first).
+    """
+    if ties == "exact":
+        return jnp.concatenate([jnp.ones((1,), bool), xs[1:] != xs[:-1]]) & valid
+    return group_starts(xs, valid, float(np.finfo(xs.dtype).resolution))
+
+
+def pool_runs(wg: jax.Array, sg: jax.Array, size: jax.Array):
+    """One parallel PAV round: pool every maximal run of non-increasing group means.
+
+    Adjacent groups whose means do not increase (mean_{i-1} >= mean_i) share their fitted
+    value in the solution, and pooling violators in any order reaches the same solution
+    (Barlow, Bartholomew, Bremner & Brunk 1972, ch. 1), so a whole non-increasing run can
+    be pooled at once, by a scan and two segment sums. On outcomes drawn in order of their
+    forecasts this leaves about one block in six, which is what the sequential
+    :func:`pava` then has to walk. A zero-weight group opens a block of its own (its mean
+    0 / 0 says nothing about order); it adds nothing to any sum.
+
+    Args:
+      wg, sg: ``(N,)`` group weights and weighted sums; the first ``size`` are used.
+      size: int32 number U of groups.
+
+    Returns:
+      ``(wb, sb, size_b, block)``: the blocks' weights and sums ``(N,)`` (first
+      ``size_b`` used) and the block of each group ``(N,)`` int32.
+    """
+    n = wg.shape[0]
+    live = jnp.arange(n, dtype=jnp.int32) < size
+    rise = sg[:-1] * wg[1:] < sg[1:] * wg[:-1]
+    start = jnp.concatenate([jnp.ones((1,), bool), rise | (wg[1:] <= 0)]) & live
+    block = jnp.maximum(jax.lax.associative_scan(jnp.add, start.astype(jnp.int32)) - 1, 0)
+    target = jnp.where(live, block, n)
+    wb = jax.ops.segment_sum(wg, target, n, mode="drop")
+    sb = jax.ops.segment_sum(sg, target, n, mode="drop")
+    return wb, sb, jnp.sum(start, dtype=jnp.int32), block
+
+
+def pooled_pava(wg: jax.Array, sg: jax.Array, size: jax.Array) -> jax.Array:
+    """:func:`pava` after one :func:`pool_runs` round: the same fit, 2-3x faster on data
+    with many adjacent violators. Returns the fitted value of each group ``(N,)``."""
+    wb, sb, size_b, block = pool_runs(wg, sg, size)
+    return pava(wb, sb, size_b)[block]
+
+
 def pava(wg: jax.Array, sg: jax.Array, size: jax.Array) -> jax.Array:
     """Pool-adjacent-violators on U = ``size`` groups (weights ``wg``, weighted sums ``sg``).
+
+    The blocks of :func:`pava_stack`, spread back to the groups: returns the fitted value
+    of each group ``(N,)`` (the first U are valid).
+    """
+    n = wg.shape[0]
+    sums, starts, top = pava_stack(wg, sg, size)
+    slots = jnp.arange(1, n + 1, dtype=jnp.int32)
+    live = slots <= top
+    flags = jnp.zeros((n,), jnp.int32).at[jnp.where(live, starts[1:-1], n)].set(1, mode="drop")
+    # (associative_scan: XLA:CPU lowers jnp.cumsum to a reduce-window 2-3x slower)
+    block = jnp.clip(jax.lax.associative_scan(jnp.add, flags), 1, n)  # slot of each group's block
+    means = safe_divide(sums[:, 0], sums[:, 1])
+    return means[block]
+
+
+def pava_blocks(wg: jax.Array, sg: jax.Array, size: jax.Array):
+    """The PAV blocks themselves: ``(weight, sum, live)``, each ``(N + 2,)``, the live
+    slots holding the blocks in increasing order of their means (what a sum over the
+    blocks needs, without spreading the means back to the groups)."""
+    sums, _, top = pava_stack(wg, sg, size)
+    slots = jnp.arange(sums.shape[0], dtype=jnp.int32)
+    live = (slots >= 1) & (slots <= top)
+    return jnp.where(live, sums[:, 1], 0), jnp.where(live, sums[:, 0], 0), live
+
+
+@jax.custom_batching.custom_vmap
+def pava_stack(wg: jax.Array, sg: jax.Array, size: jax.Array):
+    """The stack of pool-adjacent-violators: block sums, block starts and stack height.
 
     The stack algorithm, O(U): push the next group; while the top two blocks violate
     monotonicity (mean below >= mean on top), merge them. Each step pushes or merges, so
     one ``lax.while_loop`` of at most 2U steps does it all.
 
-    Returns the fitted value of each group ``(N,)`` (the first U are valid).
+    Returns ``(sums, starts, top)``: ``sums`` ``(N + 2, 2)`` the (weighted sum, weight)
+    of the blocks in slots 1..top, ``starts`` ``(N + 2,)`` their first groups.
 
     Why it is written this way: XLA updates a loop-carried buffer in place only when no
     value read from that buffer in the same step decides where it is written; otherwise it
@@ -78,6 +162,11 @@ def pava(wg: jax.Array, sg: jax.Array, size: jax.Array) -> jax.Array:
     lands at an index computed from the carry alone, and the one read (the new block below
     the top, after a merge) reads the buffer *after* the step's write. Measured on one CPU
     core: 1e6 groups in 57 ms (scikit-learn's Cython PAV with its sort: 256 ms).
+
+    Under ``vmap`` the fits run one after the other (``lax.map``, :func:`_pava_batched`):
+    batched, the buffer writes become scatters that XLA copies whole every step (64 fits
+    of 1e4 groups took 7.7 s, against 26 ms in sequence). Forward-mode derivatives work;
+    reverse mode never did (a ``while_loop``).
     """
     n = wg.shape[0]
     # Slot 0 is an empty sentinel; the blocks occupy slots 1..top of the buffers.
@@ -125,12 +214,17 @@ def pava(wg: jax.Array, sg: jax.Array, size: jax.Array) -> jax.Array:
     # of two equal operands, folded by XLA: the loop still updates them in place).
     init = vary_like((first, first, zero, first, zero, first, sums, starts), sg)
     _, top, _, _, _, _, sums, starts = jax.lax.while_loop(cond, step, init)
-    slots = jnp.arange(1, n + 1, dtype=jnp.int32)
-    live = slots <= top
-    flags = jnp.zeros((n,), jnp.int32).at[jnp.where(live, starts[1:-1], n)].set(1, mode="drop")
-    block = jnp.clip(jnp.cumsum(flags), 1, n)  # slot of each group's block
-    means = safe_divide(sums[:, 0], sums[:, 1])
-    return means[block]
+    return sums, starts, top
+
+
+@pava_stack.def_vmap
+def _pava_batched(axis_size, in_batched, wg, sg, size):
+    """vmap rule of :func:`pava_stack`: the fits in sequence (``lax.map``), each in place."""
+    args = tuple(
+        x if batched else jnp.broadcast_to(x, (axis_size, *x.shape))
+        for x, batched in zip((wg, sg, size), in_batched, strict=True)
+    )
+    return jax.lax.map(lambda a: pava_stack(*a), args), (True, True, True)
 
 
 def isotonic_fit(s: jax.Array, y: jax.Array, weights: jax.Array | None) -> IsotonicParams:
@@ -141,7 +235,7 @@ def isotonic_fit(s: jax.Array, y: jax.Array, weights: jax.Array | None) -> Isoto
     key = jnp.where(valid, s, jnp.inf)
     order = jnp.argsort(key, stable=True)
     xs, ys, ws, vs = key[order], y.astype(dtype)[order], w[order], valid[order]
-    new = group_starts(xs, vs, float(np.finfo(dtype).resolution))
+    new = tie_starts(xs, vs, "resolution")
     size = jnp.sum(new).astype(jnp.int32)
     gid = jnp.maximum(jnp.cumsum(new.astype(jnp.int32)) - 1, 0)
     wg = jax.ops.segment_sum(jnp.where(vs, ws, 0), gid, n)

@@ -132,9 +132,10 @@ def decomposition_terms(
 
     The one formula of the decomposition, shared by :func:`brier_decomposition` and the
     streaming state. ``moments`` are those of the deviations d = f - c_b of the forecasts
-    from their bin's centre: the within-bin variance is ``sum d^2 - (sum d)^2 / W_b`` and
-    the covariance ``sum d o - (sum d)(sum o) / W_b``, both free of the catastrophic
-    cancellation of the unshifted moments (``|d| <= 1 / (2M)``), so float32 keeps their
+    from their bin's anchor (:func:`jaxcal._binning.bin_anchors`): the within-bin
+    variance is ``sum d^2 - (sum d)^2 / W_b`` and the covariance
+    ``sum d o - (sum d)(sum o) / W_b``, both free of the catastrophic cancellation of the
+    unshifted moments (``|d| <= 1 / M``), so float32 keeps their
     relative precision (absolute error of order eps / M^2).
 
     Args:

@@ -16,6 +16,12 @@ from jaxcal._brownian import (
     log_brownian_range_sf,
 )
 from jaxcal._confidence import confidence_and_correctness
+from jaxcal._corp_resampling import (
+    CorpBands,
+    DecompositionIntervals,
+    corp_bands,
+    score_decomposition_ci,
+)
 from jaxcal._cumulative import (
     CalibrationTests,
     CumulativeDifferences,
@@ -42,7 +48,9 @@ __all__ = [
     "CalibrationTests",
     "ConsistencyBands",
     "ConsistencyTestResult",
+    "CorpBands",
     "CumulativeDifferences",
+    "DecompositionIntervals",
     "PairedBootstrapResult",
     "ReliabilityIntervals",
     "TestResult",
@@ -56,6 +64,7 @@ __all__ = [
     "confidence_and_correctness",
     "consistency_bands",
     "consistency_test",
+    "corp_bands",
     "cumulative_differences",
     "ks_test",
     "kuiper_test",
@@ -63,6 +72,7 @@ __all__ = [
     "log_brownian_range_sf",
     "paired_bootstrap",
     "reliability_intervals",
+    "score_decomposition_ci",
     "spiegelhalter_test",
     "wilson_interval",
 ]

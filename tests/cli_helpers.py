@@ -65,6 +65,11 @@ def check_schema(doc, *, fit):
         }  # fmt: skip
         assert model["inputs"] in ("probs", "logits")
         with_interval = {"accuracy", "ece", "ece_quantile", "ece_l2_debiased", "brier", "log_loss"}
+        with_interval |= {
+            f"corp_{score}{term}"
+            for score in ("brier", "log")
+            for term in ("", "_miscalibration", "_discrimination", "_uncertainty")
+        }
         point = {"mce", *(f"brier_{k}" for k in ("reliability", "resolution", "uncertainty"))}
         point |= {"brier_within_bin_variance", "brier_within_bin_covariance"}
         if model["binary"]:

@@ -186,3 +186,70 @@ def brier_decomposition(probs, labels, n_bins=15, *, closed="right"):
             wbc += 2 * np.sum((o[m] - ob) * (f[m] - fb)) / n
         terms += [np.mean((f - o) ** 2), rel, res, o_bar * (1 - o_bar), wbv, wbc]
     return terms
+
+
+def corp(scores, targets, weights=None):
+    """CORP in float64 from the definitions: knots = exact distinct scores, textbook PAV.
+
+    Returns (knots, calibrated value per knot, weight per knot).
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    t = np.asarray(targets, dtype=np.float64)
+    w = np.ones_like(s) if weights is None else np.asarray(weights, dtype=np.float64)
+    keep = w > 0
+    knots, inverse = np.unique(s[keep], return_inverse=True)
+    wk = np.bincount(inverse, weights=w[keep], minlength=knots.size)
+    sk = np.bincount(inverse, weights=(w * t)[keep], minlength=knots.size)
+    blocks = []  # [sum w t, sum w, number of knots]
+    for a, b in zip(sk, wk, strict=True):
+        blocks.append([a, b, 1])
+        while len(blocks) > 1 and blocks[-2][0] * blocks[-1][1] >= blocks[-1][0] * blocks[-2][1]:
+            a2, b2, c2 = blocks.pop()
+            blocks[-1][0] += a2
+            blocks[-1][1] += b2
+            blocks[-1][2] += c2
+    fitted = np.concatenate([np.full(c, a / b) for a, b, c in blocks])
+    return knots, fitted, wk
+
+
+def _xlogy(x, y):
+    return np.where(x > 0, x * np.log(np.where(x > 0, y, 1.0)), 0.0)
+
+
+FLOAT32_EPS = float(np.finfo(np.float32).eps)
+
+
+def score_decomposition(
+    scores, targets, weights=None, *, score="brier", calibrated=None, eps=FLOAT32_EPS
+):
+    """(S, MCB, DSC, UNC) in float64 by the definitions S - S_C, S_R - S_C, S_R, with the
+    recalibrated forecast of each sample ``calibrated`` (default: CORP); ``eps`` clips the
+    forecasts' log score as :func:`jaxcal.log_loss` does in that dtype."""
+    s = np.asarray(scores, dtype=np.float64)
+    t = np.asarray(targets, dtype=np.float64)
+    w = np.ones_like(s) if weights is None else np.asarray(weights, dtype=np.float64)
+    if calibrated is None:
+        knots, fitted, _ = corp(s, t, w)
+        calibrated = fitted[np.clip(np.searchsorted(knots, s), 0, knots.size - 1)]
+    base = np.full_like(s, np.sum(w * t) / np.sum(w))
+
+    def mean_score(x, clip):
+        if score == "brier":
+            return np.sum(w * (x - t) ** 2) / np.sum(w)
+        if clip:  # the forecasts' log score: the outcome's probability clipped (log_loss)
+            x = np.clip(np.where(t == 1, x, 1 - x), eps, 1 - eps)
+            return np.sum(w * -np.log(x)) / np.sum(w)
+        return np.sum(w * -(_xlogy(t, x) + _xlogy(1 - t, 1 - x))) / np.sum(w)
+
+    s_f, s_c, s_r = mean_score(s, True), mean_score(calibrated, False), mean_score(base, False)
+    return s_f, s_f - s_c, s_r - s_c, s_r
+
+
+def murphy(scores, targets, thresholds, weights=None):
+    """Mean elementary score at each threshold, from the (N, T) definition."""
+    s = np.asarray(scores, dtype=np.float64)[:, None]
+    t = np.asarray(targets, dtype=np.float64)[:, None]
+    w = np.ones(s.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
+    th = np.asarray(thresholds, dtype=np.float64)[None, :]
+    e = (1 - th) * ((s <= th) & (t == 1)) + th * ((s > th) & (t == 0))
+    return (w[:, None] * e).sum(axis=0) / w.sum()

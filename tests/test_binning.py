@@ -10,7 +10,7 @@ from helpers import assert_close, x64
 
 import jaxcal
 from jaxcal._binning import (
-    bin_centres,
+    bin_anchors,
     bin_sums,
     edges_bin_index,
     quantile_edges,
@@ -132,7 +132,7 @@ def test_counts_stay_exact_beyond_2_to_the_24():
     n = 20_000_000
     scores = jnp.full(n, 0.7, jnp.float32)
     correct = (jnp.arange(n) % 5) < 3
-    offsets = bin_centres(uniform_edges(15))
+    offsets = bin_anchors(uniform_edges(15))
     stats = bin_sums(uniform_bin_index(scores, 15), scores, correct, 15, None, offsets)
     assert int(stats.count.sum()) == n
     assert int(stats.count[10]) == n

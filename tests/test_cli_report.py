@@ -37,3 +37,18 @@ def test_demo_json_has_the_schema_and_the_library_numbers(capsys):
     fit = doc["models"][0]["fit"]["results"]
     assert fit["uncalibrated"]["ece"] == metrics["ece"]["value"]
     assert fit["top_label_isotonic"]["ece"] < metrics["ece"]["value"] / 2
+
+
+def test_demo_json_has_the_corp_decomposition_of_the_library(capsys):
+    doc = json_report(["report", "--demo", "--no-fit", "--resamples", "50"], capsys)
+    data = np.load("jaxcal/data/digits_gaussian_nb.npz")
+    p, y = data["probs"], data["labels"]
+    metrics = doc["models"][0]["metrics"]
+    for score in ("brier", "log"):
+        d = jaxcal.score_decomposition(p, y, score=score, reduction="top_label")
+        for field, value in zip(d._fields, d, strict=True):
+            key = f"corp_{score}" if field == "score" else f"corp_{score}_{field}"
+            assert_close(np.float32(metrics[key]["value"]), value, err_msg=key)
+        m = {f: metrics[f"corp_{score}_{f}"]["value"] for f in d._fields[1:]}
+        total = m["miscalibration"] - m["discrimination"] + m["uncertainty"]
+        assert_close(np.float32(total), np.float32(metrics[f"corp_{score}"]["value"]))

@@ -100,3 +100,40 @@ def test_fit_time_grows_linearly_not_quadratically():
         return min(times)
 
     assert best(200_000) < 40 * best(20_000)
+
+
+def test_one_parallel_round_then_pava_is_pava_with_zero_weights():
+    from jaxcal._isotonic import pool_runs, pooled_pava
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    y = (rng.random(n) < np.linspace(0, 1, n)).astype(np.float64)
+    w = rng.integers(0, 3, n).astype(np.float64)  # zero weights inside the runs
+    with x64():
+        args = (jnp.asarray(w), jnp.asarray(w * y), jnp.int32(n))
+        direct = np.asarray(pava(*args))
+        pooled = np.asarray(pooled_pava(*args))
+        size = int(pool_runs(*args)[2])
+    assert size < 0.6 * n  # the round pools many groups (zero weights open their own)
+    live = w > 0
+    assert_close(pooled[live], direct[live])
+
+
+def test_vmapped_pava_runs_in_sequence_with_the_same_values():
+    rng = np.random.default_rng(6)
+    y = jnp.asarray(rng.random((16, 500)))
+    w = jnp.ones(500)
+    batched = jax.jit(jax.vmap(pava, in_axes=(None, 0, None)))(w, y, jnp.int32(500))
+    for i in (0, 15):
+        np.testing.assert_array_equal(
+            np.asarray(batched[i]), np.asarray(pava(w, y[i], jnp.int32(500)))
+        )
+
+
+def test_exact_tie_grouping():
+    from jaxcal._isotonic import tie_starts
+
+    tenth = jnp.float32(0.1)
+    xs = jnp.stack([tenth, tenth, jnp.nextafter(tenth, 1), 0.5, 0.5])
+    valid = jnp.array([True, True, True, True, False])
+    assert tie_starts(xs, valid, "exact").tolist() == [True, False, True, True, False]

@@ -22,7 +22,12 @@ from matplotlib.patches import StepPatch
 from scipy.stats import binomtest
 
 import jaxcal
-from jaxcal.plot import cumulative_differences_plot, reliability_diagram
+from jaxcal.plot import (
+    corp_diagram,
+    cumulative_differences_plot,
+    murphy_diagram,
+    reliability_diagram,
+)
 from tests.helpers import assert_close
 
 N, M, R = 600, 10, 200
@@ -303,3 +308,34 @@ def test_cumulative_plot_of_certain_scores_has_no_nan():
     assert texts == ["agree: KS p = 1, Kuiper p = 1", "disagree: KS p = 0, Kuiper p = 0"]
     assert not [c for c in ax.patches if c.get_gid() == "jaxcal-triangle"]
     ax.figure.savefig(io.BytesIO(), format="png")
+
+
+def test_corp_diagram_draws_curve_band_histogram_and_overlays():
+    rng = np.random.default_rng(0)
+    p = rng.uniform(size=N)
+    y = (rng.uniform(size=N) < p).astype(np.int32)
+    d = corp_diagram({"a": p, "b": p**2}, y, n_resamples=20)
+    gids = [artist.get_gid() for artist in d.ax.get_children()]
+    assert gids.count("jaxcal-corp") == 2 and gids.count("jaxcal-band") == 2
+    texts = [t.get_text() for t in d.ax.get_legend().get_texts()]
+    assert texts[0].startswith("a: Brier: MCB =") and "UNC =" in texts[1]
+    assert d.hist_ax is not None
+    curve = jaxcal.corp_curve(p, y)
+    line = next(a for a in d.ax.get_lines() if a.get_gid() == "jaxcal-corp")
+    n = int(curve.size)
+    assert_close(line.get_ydata(), np.asarray(curve.calibrated)[:n].astype(np.float64))
+    plain = corp_diagram(p, y, bands=None, show_histogram=False, score="log")
+    assert plain.hist_ax is None
+    assert all(a.get_gid() != "jaxcal-band" for a in plain.ax.get_children())
+    with pytest.raises(ValueError, match="`bands`"):
+        corp_diagram(p, y, bands="wide")
+
+
+def test_murphy_diagram_plots_the_library_values():
+    rng = np.random.default_rng(1)
+    y = (rng.uniform(size=N) < 0.3).astype(np.int32)
+    p = np.where(y == 1, 0.7, 0.2)
+    ax = murphy_diagram(p, y, label="model", n_thresholds=9)
+    (line,) = [a for a in ax.get_lines() if a.get_gid() == "jaxcal-murphy"]
+    expected = np.asarray(jaxcal.murphy_diagram(p, y, n_thresholds=9).scores, np.float64)
+    assert_close(line.get_ydata(), expected)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import jaxcal
 from jaxcal.cli._io import InputError, Model
-from jaxcal.cli._report import DECOMPOSITION, ROW_ORDER, metric_specs
-from jaxcal.plot import cumulative_differences_plot, reliability_diagram
+from jaxcal.cli._report import CORP_ROWS, DECOMPOSITION, ROW_ORDER, metric_specs
+from jaxcal.plot import corp_diagram, cumulative_differences_plot, reliability_diagram
 
 
 def _num(x: float | None) -> str:
@@ -62,6 +62,7 @@ def print_report(models: list[Model], results: list[dict], settings: dict, out) 
     labels["positive_rate"] = "positive rate"
     labels["mce"] = "MCE (max gap)"
     labels.update({key: label for key, label, _ in DECOMPOSITION})
+    labels.update(dict(CORP_ROWS))
     present = {key for r in results for key in r["metrics"]}
     rows = [["metric"] + [h for m in models for h in (f"{pct}% interval", m.name)]]
     for key in ROW_ORDER:
@@ -70,7 +71,9 @@ def print_report(models: list[Model], results: list[dict], settings: dict, out) 
     _table(rows, out)
     print(
         "  Binned ECEs are biased upwards: for a well-calibrated model their interval can lie\n"
-        "  above the estimate (the debiased l2 ECE corrects for it); MCE has no interval.",
+        "  above the estimate (the debiased l2 ECE corrects for it); MCE has no interval.\n"
+        "  CORP rows (Dimitriadis et al. 2021): the positive class (binary) or the top-label\n"
+        "  confidence (multiclass) recalibrated by isotonic regression; S = MCB - DSC + UNC.",
         file=out,
     )
     print("\nTests of calibration (p-values; small means miscalibrated)", file=out)
@@ -177,7 +180,7 @@ def report_json(models: list[Model], results: list[dict], settings: dict) -> dic
 
 
 def write_plot(models: list[Model], path: Path, *, n_bins: int, n_resamples: int, seed: int):
-    """Reliability diagram (models overlaid) and cumulative differences, side by side."""
+    """Reliability diagram, cumulative differences and CORP diagram (models overlaid)."""
     try:
         import matplotlib
     except ImportError as err:
@@ -185,7 +188,7 @@ def write_plot(models: list[Model], path: Path, *, n_bins: int, n_resamples: int
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 6.2))
+    fig, (left, right, corp) = plt.subplots(1, 3, figsize=(18, 6.2))
     groups: dict[tuple, list[Model]] = {}
     for m in models:  # models of different shapes or labels cannot share one call
         groups.setdefault((m.probs.shape, m.labels.tobytes()), []).append(m)
@@ -195,6 +198,7 @@ def write_plot(models: list[Model], path: Path, *, n_bins: int, n_resamples: int
             probs, group[0].labels, n_bins=n_bins, ax=left, n_resamples=n_resamples, key=seed
         )
         cumulative_differences_plot(probs, group[0].labels, ax=right)
+        corp_diagram(probs, group[0].labels, ax=corp, n_resamples=n_resamples, key=seed)
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=110)

@@ -2,10 +2,12 @@
 
 ``jaxcal report`` reads predictions and labels and prints the whole picture of a model's
 calibration: the binned calibration errors, the Brier score and its decomposition and the
-log loss, each with a bootstrap interval; the Kolmogorov-Smirnov, Kuiper, Spiegelhalter
+log loss, each with a bootstrap interval; the CORP decomposition S = MCB - DSC + UNC of the
+Brier and the log score (Dimitriadis, Gneiting & Jordan 2021), with intervals; the Kolmogorov-Smirnov, Kuiper, Spiegelhalter
 and ECE-consistency tests with their p-values; with ``--fit``, what temperature scaling,
 top-label Platt scaling and top-label isotonic regression do on held-out folds; with
-``--plot OUT.png``, the reliability diagram and the cumulative-differences plot.
+``--plot OUT.png``, the reliability diagram, the cumulative-differences plot and the CORP
+reliability diagram.
 
 Input files (the format is decided by the extension):
 
@@ -41,7 +43,8 @@ it); ``--json OUT`` (``-`` for stdout, instead of the table) writes every number
 schema below; ``--plot OUT.png`` (or ``.pdf``, ``.svg``; needs matplotlib) writes the
 figure. Nothing is written to disk unless asked.
 
-JSON schema (``"schema": "jaxcal.report/1"``)::
+JSON schema (``"schema": "jaxcal.report/1"``; revisions only add metric NAMEs, so a reader
+of an earlier revision reads every later one)::
 
   {"schema": "jaxcal.report/1", "jaxcal_version": str,
    "settings": {"n_bins": int, "resamples": int, "confidence": 0.95, "seed": int,
@@ -58,8 +61,11 @@ JSON schema (``"schema": "jaxcal.report/1"``)::
                                                         "brier": float, "accuracy": float}}}}]}
 
 Metric NAMEs: ``accuracy``, ``ece``, ``ece_quantile``, ``ece_l2_debiased``, ``mce``,
-``classwise_ece`` and ``top_label_ece`` (multiclass only), ``brier``, ``log_loss`` (with
-intervals); ``brier_reliability``, ``brier_resolution``, ``brier_uncertainty``,
+``classwise_ece`` and ``top_label_ece`` (multiclass only), ``brier``, ``log_loss``, and the
+CORP decomposition ``corp_brier``, ``corp_brier_miscalibration``,
+``corp_brier_discrimination``, ``corp_brier_uncertainty`` and the same four ``corp_log*``
+(the positive class, or the top-label confidence for multiclass; since the CORP revision
+of the schema) (with intervals); ``brier_reliability``, ``brier_resolution``, ``brier_uncertainty``,
 ``brier_within_bin_variance``, ``brier_within_bin_covariance``, and ``positive_rate``
 (binary only) without. Test NAMEs: ``ks``, ``kuiper``, ``spiegelhalter`` (two-sided),
 ``ece_consistency``. CALIBRATORs: ``uncalibrated``, ``temperature_scaling``, and
@@ -166,7 +172,7 @@ def _parser() -> argparse.ArgumentParser:
         "--plot",
         metavar="OUT.png",
         type=Path,
-        help="write the reliability diagram and cumulative plot (png, pdf, svg)",
+        help="write the reliability, cumulative and CORP diagrams (png, pdf, svg)",
     )
     rep.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
     return parser
@@ -243,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     models, args.plot, n_bins=args.bins, n_resamples=args.resamples, seed=args.seed
                 )
             if args.json != "-":
-                print(f"\nreliability diagram and cumulative plot written to {args.plot}")
+                print(f"\nreliability, cumulative and CORP diagrams written to {args.plot}")
     except InputError as err:
         print(f"jaxcal: error: {err}", file=sys.stderr)
         return 2

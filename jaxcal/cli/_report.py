@@ -62,6 +62,19 @@ def metric_specs(n_bins: int, binary: bool) -> list[tuple[str, str, Any]]:
     return specs
 
 
+#: CORP decomposition rows (key, display name): the positive class (binary) or the top-label
+#: confidence (multiclass), Brier and log score, each S = MCB - DSC + UNC with intervals.
+CORP_ROWS = tuple(
+    (f"corp_{score}{suffix}", label)
+    for score, name in (("brier", "Brier"), ("log", "log score"))
+    for suffix, label in (
+        ("", f"{name}, CORP decomposition"),
+        ("_miscalibration", "  miscalibration (MCB)"),
+        ("_discrimination", "  discrimination (DSC)"),
+        ("_uncertainty", "  uncertainty (UNC)"),
+    )
+)
+
 #: Rows of the metrics table, top to bottom (those a model lacks are left out).
 ROW_ORDER = (
     "accuracy",
@@ -79,6 +92,7 @@ ROW_ORDER = (
     "brier_within_bin_variance",
     "brier_within_bin_covariance",
     "log_loss",
+    *(key for key, _ in CORP_ROWS),
 )
 
 DECOMPOSITION = (
@@ -104,6 +118,19 @@ def _report_kernel_impl(probs, labels, key, n_bins, n_resamples):
     dec = jaxcal.brier_decomposition(probs, labels, n_bins=n_bins)
     for name, _, field in DECOMPOSITION:
         out[name] = (getattr(dec, field),)
+    for score in ("brier", "log"):
+        corp = stats.score_decomposition_ci(
+            probs,
+            labels,
+            key=boot_key,
+            score=score,
+            reduction="top_label",
+            n_resamples=n_resamples,
+            confidence=CONFIDENCE,
+        )
+        for field in corp.estimate._fields:
+            suffix = "" if field == "score" else f"_{field}"
+            out[f"corp_{score}{suffix}"] = tuple(getattr(t, field) for t in corp[:3])
     if binary:
         out["positive_rate"] = (jnp.mean(labels.astype(probs.dtype)),)
     tests = stats.calibration_tests(probs, labels)

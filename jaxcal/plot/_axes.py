@@ -10,6 +10,9 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+import jax
+import numpy as np
+
 # Per main Axes: the histogram Axes beneath it and how many models are drawn on it, so
 # that repeated calls on the same ``ax`` overlay models in new colours.
 AXES_STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -47,3 +50,25 @@ def next_model(state: dict) -> tuple[str, bool]:
     n = state["n_models"]
     state["n_models"] = n + 1
     return f"C{n}", n == 0
+
+
+def as_key(key: Any) -> jax.Array:
+    """A JAX PRNG key from a key or an int seed."""
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        return jax.random.key(int(key))
+    return key
+
+
+def hist_axes(ax, show_histogram: bool):
+    """The histogram Axes under ``ax``, created on the first call (None if not wanted)."""
+    state = AXES_STATE.get(ax)
+    if state is None:
+        state = {"hist_ax": None, "n_models": 0}
+        if show_histogram:
+            from mpl_toolkits.axes_grid1 import make_axes_locatable
+
+            hist_ax = make_axes_locatable(ax).append_axes("bottom", size="28%", pad=0.12, sharex=ax)
+            hist_ax.set_gid("jaxcal-histogram")
+            state["hist_ax"] = hist_ax
+        AXES_STATE[ax] = state
+    return state

@@ -11,7 +11,7 @@ import numpy as np
 from jaxcal._binning import check_binning
 from jaxcal._checks import check_option, check_positive_float, check_positive_int
 from jaxcal._intervals import INTERVAL_METHODS
-from jaxcal.plot._axes import AXES_STATE, named_models, next_model, pyplot
+from jaxcal.plot._axes import as_key, hist_axes, named_models, next_model, pyplot
 from jaxcal.plot._bins import KINDS, BinSummary, Panel, bin_summary, binary_panels
 
 
@@ -31,12 +31,6 @@ class ReliabilityDiagram(NamedTuple):
     hist_ax: Any
 
 
-def _key(key: Any) -> jax.Array:
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        return jax.random.key(int(key))
-    return key
-
-
 def _new_axes(plt, n_panels: int, show_histogram: bool):
     if n_panels == 1:
         fig, ax = plt.subplots(figsize=(5.5, 6.5 if show_histogram else 5.0))
@@ -47,21 +41,6 @@ def _new_axes(plt, n_panels: int, show_histogram: bool):
     for extra in axes.ravel()[n_panels:]:
         extra.set_visible(False)
     return fig, axes.ravel()[:n_panels]
-
-
-def _hist_axes(ax, show_histogram: bool):
-    """The histogram Axes under ``ax``, created on the first call (None if not wanted)."""
-    state = AXES_STATE.get(ax)
-    if state is None:
-        state = {"hist_ax": None, "n_models": 0}
-        if show_histogram:
-            from mpl_toolkits.axes_grid1 import make_axes_locatable
-
-            hist_ax = make_axes_locatable(ax).append_axes("bottom", size="28%", pad=0.12, sharex=ax)
-            hist_ax.set_gid("jaxcal-histogram")
-            state["hist_ax"] = hist_ax
-        AXES_STATE[ax] = state
-    return state
 
 
 def _logit_floor(summaries: list[BinSummary]) -> float:
@@ -239,7 +218,7 @@ def reliability_diagram(
         raise ValueError(f"`confidence` must lie strictly between 0 and 1; got {confidence}.")
     check_option("interval_method", interval_method, INTERVAL_METHODS)
     n_resamples = check_positive_int("n_resamples", n_resamples)
-    key = _key(key)
+    key = as_key(key)
     models = [(name, *binary_panels(p, labels, kind)) for name, p in named_models(probs, label)]
     kinds = {k for _, k, _ in models}
     n_panels = {len(panels) for _, _, panels in models}
@@ -257,7 +236,7 @@ def reliability_diagram(
         if axes.size != n_panel:
             raise ValueError(f"`ax` must hold {n_panel} Axes for this kind; got {axes.size}.")
         fig = axes[0].figure
-    states = [_hist_axes(a, show_histogram) for a in axes]
+    states = [hist_axes(a, show_histogram) for a in axes]
     options = dict(
         n_bins=n_bins,
         binning=binning,

@@ -29,7 +29,7 @@ default, float64 under ``jax_enable_x64``):
   and summed correctness. Summed over the predicted class they are the confidence-ECE bins.
 * ``class_count`` int32 ``(K, M)`` and ``class_sums`` C ``(6, K, M)``: per (class k, bin of
   ``p_k``) the count, weight, sum of ``p_k``, sum of ``1[y = k]``, and the three moments of
-  ``d = p_k - c_b`` (``c_b`` the bin's centre) that make the Brier decomposition's
+  ``d = p_k - c_b`` (``c_b`` the bin's anchor: its centre, 0 or 1 at the ends) that make the Brier decomposition's
   within-bin terms exact: sum of ``d``, ``d^2`` and ``d * 1[y = k]`` (all weighted).
 * ``totals`` C ``(3,)``: total weight, summed Brier score, summed log loss.
 * ``compensation``: the low-order parts of the three float arrays (compensated, i.e.
@@ -46,7 +46,7 @@ Numerics:
 * The within-bin variance and covariance need ``sum (f - mean_b)^2``, which one pass can
   only get as a difference of sums. The textbook ``sum f^2 - (sum f)^2 / n`` cancels
   catastrophically (both terms ~ n f^2, the result ~ n / (12 M^2)); shifting every ``f`` by
-  its bin's centre first (``|d| <= 1 / (2M)``) keeps both terms within a factor ~3 of the
+  its bin's anchor first (``|d| <= 1 / M``) keeps both terms within a factor ~3 of the
   result, so WBV and WBC keep about float32's relative precision (absolute error of order
   ``eps / M^2``, ~1e-10 in float32 at M = 15). Tests check them against a float64 oracle.
 
