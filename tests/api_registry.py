@@ -204,6 +204,42 @@ METRICS = [
         _PLW,
         skip={"pad": "the path has one step per row, padding included"},
     ),
+    _metric(jaxcal.score_decomposition, grad=()),
+    _metric(
+        jaxcal.score_decomposition,
+        "score_decomposition.log_binned",
+        grad=(),
+        score="log",
+        method="binned",
+        n_bins=4,
+    ),
+    _metric(jaxcal.murphy_diagram, grad=(), n_thresholds=9),
+    Entry(
+        "corp_curve",
+        jaxcal.corp_curve,
+        lambda p, y, w: jaxcal.corp_curve(p, y, weights=w),
+        _PROBS,
+        _PLW,
+        skip={"pad": "one knot per row, padding included (its weight is 0)"},
+    ),
+    Entry(
+        "corp_bands",
+        jaxcal.corp_bands,
+        lambda p, y, w, key: jaxcal.corp_bands(p, y, key=key, n_resamples=16, weights=w),
+        lambda d, dtype: (*_PROBS(d, dtype), jax.random.key(5)),
+        (*_PLW, FIXED),
+        skip=_RESAMPLED,
+    ),
+    Entry(
+        "score_decomposition_ci",
+        jaxcal.score_decomposition_ci,
+        lambda p, y, w, key: jaxcal.score_decomposition_ci(
+            p, y, key=key, n_resamples=16, weights=w
+        ),
+        lambda d, dtype: (*_PROBS(d, dtype), jax.random.key(6)),
+        (*_PLW, FIXED),
+        skip=_RESAMPLED,
+    ),
     Entry(
         "confidence_and_correctness",
         jaxcal.confidence_and_correctness,
@@ -582,6 +618,11 @@ RESULT_TYPES = {
     jaxcal.BrierDecomposition: "brier_decomposition",
     jaxcal.CalibrationTests: "calibration_tests",
     jaxcal.ConsistencyBands: "consistency_bands",
+    jaxcal.CorpBands: "corp_bands",
+    jaxcal.CorpCurve: "corp_curve",
+    jaxcal.DecompositionIntervals: "score_decomposition_ci",
+    jaxcal.MurphyDiagram: "murphy_diagram",
+    jaxcal.ScoreDecomposition: "score_decomposition",
     jaxcal.ConsistencyTestResult: "consistency_test",
     jaxcal.CumulativeDifferences: "cumulative_differences",
     jaxcal.PairedBootstrapResult: "paired_bootstrap",
@@ -617,5 +658,7 @@ def host_only() -> dict[Any, str]:
     return {
         plot.reliability_diagram: "draws with matplotlib (host side)",
         plot.cumulative_differences_plot: "draws with matplotlib (host side)",
+        plot.corp_diagram: "draws with matplotlib (host side)",
+        plot.murphy_diagram: "draws with matplotlib (host side)",
         plot.ReliabilityDiagram: "the figure handles of reliability_diagram",
     }
