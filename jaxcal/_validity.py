@@ -203,6 +203,27 @@ def _signature(identity, *arrays) -> tuple:
     return (kernel, tuple(_hashable(v) for v in static), shapes)
 
 
+def replicate_explicit(*arrays: jax.Array | None) -> tuple[jax.Array | None, ...]:
+    """``arrays``, those sharded over *explicit* mesh axes resharded to replicated.
+
+    Under ``jax.set_mesh`` of a mesh with ``AxisType.Explicit`` axes, an array's sharding
+    is part of its type and every scatter (the kernels' per-bin sums) would need its own
+    ``out_sharding``; the metrics reduce over all rows anyway, so they gather them first.
+    Arrays without explicit sharding (the default) are returned as they are.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> replicate_explicit(jnp.ones(2), None)
+      (Array([1., 1.], dtype=float32), None)
+    """
+    out = []
+    for x in arrays:
+        if x is not None and any(p is not None for p in jax.typeof(x).sharding.spec):
+            x = jax.sharding.reshard(x, jax.sharding.PartitionSpec())
+        out.append(x)
+    return tuple(out)
+
+
 def run_validated(
     kernel,
     probs: jax.Array,
@@ -224,6 +245,7 @@ def run_validated(
     ``signature``: ``(identity, options)`` that identifies the kernel and its static
     options when ``kernel`` is a closure made per call (default: ``(kernel, static)``).
     """
+    probs, labels, weights, diagnose = replicate_explicit(probs, labels, weights, diagnose)
     user_probs = probs if diagnose is None else diagnose
     if values_checkable(user_probs, labels, weights):
         identity = (kernel, static) if signature is None else signature
