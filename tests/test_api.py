@@ -176,6 +176,7 @@ def _check_outputs(out, name):
             assert hasattr(node, "_fields") or node is out, f"{name}: a bare tuple inside"
 
 
+@pytest.mark.slow  # traces every entry once more (eval_shape): the registry's own check
 def test_every_result_type_is_returned():
     """Each public result class is what some entry returns (and holds arrays only)."""
     data = make_data(0)
