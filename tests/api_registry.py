@@ -177,6 +177,21 @@ def _metric(fn, name=None, grad=(0,), binary=False, **kw):
 
 _RESAMPLED = {"pad": "the resamples are drawn over all N rows, padding included"}
 
+
+def _resampling(name, fn, seed, metric=None, grad=()):
+    """A resampling procedure (of ``metric`` when given) on probs, labels, weights, key."""
+    first = () if metric is None else (metric,)
+    return Entry(
+        name,
+        fn,
+        lambda p, y, w, key: fn(*first, p, y, key=key, n_resamples=16, weights=w),
+        lambda d, dtype: (*_PROBS(d, dtype), jax.random.key(seed)),
+        (*_PLW, FIXED),
+        grad=grad,
+        skip=_RESAMPLED,
+    )
+
+
 METRICS = [
     _metric(jaxcal.ece),
     _metric(jaxcal.mce),
@@ -222,24 +237,8 @@ METRICS = [
         _PLW,
         skip={"pad": "one knot per row, padding included (its weight is 0)"},
     ),
-    Entry(
-        "corp_bands",
-        jaxcal.corp_bands,
-        lambda p, y, w, key: jaxcal.corp_bands(p, y, key=key, n_resamples=16, weights=w),
-        lambda d, dtype: (*_PROBS(d, dtype), jax.random.key(5)),
-        (*_PLW, FIXED),
-        skip=_RESAMPLED,
-    ),
-    Entry(
-        "score_decomposition_ci",
-        jaxcal.score_decomposition_ci,
-        lambda p, y, w, key: jaxcal.score_decomposition_ci(
-            p, y, key=key, n_resamples=16, weights=w
-        ),
-        lambda d, dtype: (*_PROBS(d, dtype), jax.random.key(6)),
-        (*_PLW, FIXED),
-        skip=_RESAMPLED,
-    ),
+    _resampling("corp_bands", jaxcal.corp_bands, 5),
+    _resampling("score_decomposition_ci", jaxcal.score_decomposition_ci, 6),
     Entry(
         "confidence_and_correctness",
         jaxcal.confidence_and_correctness,
@@ -292,27 +291,8 @@ METRICS = [
         (ROWS, LABELS, FIXED),
         grad=(0,),
     ),
-    Entry(
-        "consistency_test.generic",
-        jaxcal.consistency_test,
-        lambda p, y, w, key: jaxcal.consistency_test(
-            jaxcal.brier_score, p, y, key=key, n_resamples=16, weights=w
-        ),
-        lambda d, dtype: (*_PROBS(d, dtype), jax.random.key(2)),
-        (*_PLW, FIXED),
-        skip=_RESAMPLED,
-    ),
-    Entry(
-        "bootstrap_ci",
-        jaxcal.bootstrap_ci,
-        lambda p, y, w, key: jaxcal.bootstrap_ci(
-            jaxcal.ece, p, y, key=key, n_resamples=16, weights=w
-        ),
-        lambda d, dtype: (*_PROBS(d, dtype), jax.random.key(3)),
-        (*_PLW, FIXED),
-        grad=(0,),
-        skip=_RESAMPLED,
-    ),
+    _resampling("consistency_test.generic", jaxcal.consistency_test, 2, jaxcal.brier_score),
+    _resampling("bootstrap_ci", jaxcal.bootstrap_ci, 3, jaxcal.ece, grad=(0,)),
     Entry(
         "paired_bootstrap",
         jaxcal.paired_bootstrap,
