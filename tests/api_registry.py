@@ -434,13 +434,25 @@ def _calibrators():
 CALIBRATORS = _calibrators()
 
 
-def _minimize(target):
-    params, _ = C.minimize(lambda t: jnp.sum((t - target) ** 2 * (1 + t * t)), jnp.zeros(2))
+def _quartic(t):  # one function object: minimize compiles once per shape
+    return jnp.sum((t - 1) ** 2 * (1 + t * t))
+
+
+def _minimize(init):
+    params, _ = C.minimize(_quartic, init)
     return params
 
 
 CALIBRATOR_HELPERS = [
-    Entry("minimize", C.minimize, _minimize, lambda d, dtype: (_as(d.x[:2], dtype),), (PYTREE,)),
+    Entry(
+        "minimize",
+        C.minimize,
+        _minimize,
+        lambda d, dtype: (_as(d.x[:2], dtype),),
+        (PYTREE,),
+        # meant to run inside a jitted fit: eagerly, its loop's closures are new each call
+        skip={"eager_compiles": "minimize builds its while_loop's functions per call"},
+    ),
     Entry(
         "to_probs",
         C.to_probs,

