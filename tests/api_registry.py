@@ -24,7 +24,7 @@ import numpy as np
 
 import jaxcal
 from jaxcal import calibrators as C
-from jaxcal import coverage, streaming
+from jaxcal import coverage, losses, streaming
 
 #: Every public namespace: the one place to add a new one (e.g. ``jaxcal.losses``).
 NAMESPACES = (
@@ -34,6 +34,7 @@ NAMESPACES = (
     "jaxcal.calibrators",
     "jaxcal.streaming",
     "jaxcal.coverage",
+    "jaxcal.losses",
     "jaxcal.plot",
 )
 
@@ -600,7 +601,37 @@ COVERAGE = [
     _classification(coverage.classification_ssc_score),
 ]
 
-ENTRIES: list[Entry] = [*METRICS, *STATS, *CALIBRATORS, *CALIBRATOR_HELPERS, *STREAMING, *COVERAGE]
+# ---------------------------------------------------------------- losses
+
+
+def _loss(fn):
+    return Entry(
+        fn.__name__,
+        fn,
+        lambda z, y, w: fn(z, y, weights=w),
+        _cols("logits", "labels", "weights"),
+        _PLW,
+        grad=(0,),
+    )
+
+
+LOSSES = [
+    *(
+        _loss(f)
+        for f in (losses.dca_loss, losses.focal_loss, losses.mmce_loss, losses.soft_ece_loss)
+    ),
+    Entry("flsd53_gamma", losses.flsd53_gamma, losses.flsd53_gamma, _cols("p"), (ROWS,)),
+]
+
+ENTRIES: list[Entry] = [
+    *METRICS,
+    *STATS,
+    *CALIBRATORS,
+    *CALIBRATOR_HELPERS,
+    *STREAMING,
+    *COVERAGE,
+    *LOSSES,
+]
 
 # ---------------------------------------------------------------- names that are no call
 
