@@ -676,6 +676,27 @@ NOT_TRANSFORMED = {
 }
 
 
+#: Public names merged into main after the registry was written (issue 13's session ended
+#: before their entries): each must get an entry; the list may only shrink.
+NOT_YET_REGISTERED = {
+    jaxcal.losses: "a namespace",
+    jaxcal.ICI: "result of ici",
+    jaxcal.ici: "entry to write",
+    jaxcal.stats.CalibrationSlopeIntercept: "result type",
+    jaxcal.stats.ObservedExpected: "result type",
+    jaxcal.stats.WaldEstimate: "result type",
+    jaxcal.stats.calibration_slope_intercept: "entry to write",
+    jaxcal.stats.hosmer_lemeshow_test: "entry to write",
+    jaxcal.stats.log_chi2_sf: "entry to write",
+    jaxcal.stats.observed_expected_ratio: "entry to write",
+    jaxcal.stats.prevalence_weights: "entry to write",
+    C.VennAbersParams: "result type",
+    C.centred_isotonic: "entry to write",
+    C.venn_abers: "entry to write",
+    C.venn_abers_interval: "entry to write",
+}
+
+
 def host_only() -> dict[Any, str]:
     """jaxcal.plot draws with matplotlib on the host (imported only when asked for)."""
     from jaxcal import plot
