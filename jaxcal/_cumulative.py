@@ -62,10 +62,10 @@ from jax.scipy.special import ndtr
 
 from jaxcal._brownian import max_sf, range_sf
 from jaxcal._checks import check_option, check_probs_labels
-from jaxcal._confidence import input_row_stats, scores_and_targets
+from jaxcal._confidence import scores_and_targets
 from jaxcal._numerics import compute_dtype
 from jaxcal._sort import sort
-from jaxcal._validity import run_validated, summarize
+from jaxcal._validity import kernel_inputs, run_validated
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 
@@ -125,8 +125,7 @@ class CumulativeDifferences(NamedTuple):
 def _scores_targets(scores: jax.Array, labels: jax.Array, weights: jax.Array | None):
     """(s, y, w) in the compute dtype: s clipped to [0, 1] (no -0.0), y in {0, 1}; and the
     validity summary of the inputs (from the same pass over the rows)."""
-    rows = input_row_stats(scores)
-    summary = summarize(scores, labels, weights, rows)
+    scores, labels, rows, summary = kernel_inputs(scores, labels, weights)
     s, y, _ = scores_and_targets(scores, labels, rows=rows)
     dtype = compute_dtype(s.dtype)
     s = s.astype(dtype)

@@ -25,9 +25,9 @@ from jaxcal._binning import (
     uniform_anchors,
 )
 from jaxcal._checks import check_option, check_probs_labels
-from jaxcal._confidence import input_row_stats, scores_and_targets
+from jaxcal._confidence import scores_and_targets
 from jaxcal._numerics import BLOCK, safe_divide, safe_sqrt
-from jaxcal._validity import run_validated, summarize
+from jaxcal._validity import kernel_inputs, run_validated
 
 NORMS = ("l1", "l2", "max")
 AVERAGES = ("label", "sample")
@@ -122,11 +122,11 @@ def classwise_stats(probs, labels, weights, n_bins, binning, closed, moments=Fal
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias"))
 def _ece_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
-    rows = input_row_stats(probs)
+    probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
     scores, targets, _ = scores_and_targets(probs, labels, rows=rows)
     _, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
     value = gap_norm(stats, jnp.ones(1, stats.weight.dtype), norm, debias)
-    return value, summarize(probs, labels, weights, rows)
+    return value, summary
 
 
 def ece(
@@ -246,9 +246,10 @@ mce.binned_form = {"norm": "max"}
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias"))
 def _classwise_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
     k = probs.shape[1]
+    probs, labels, _, summary = kernel_inputs(probs, labels, weights, rows=False)
     stats = classwise_stats(probs, labels, weights, n_bins, binning, closed)
     value = gap_norm(stats, jnp.full(k, 1 / k, stats.weight.dtype), norm, debias)
-    return value, summarize(probs, labels, weights)
+    return value, summary
 
 
 def classwise_ece(
@@ -294,7 +295,7 @@ def classwise_ece(
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias", "average"))
 def _top_label_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias, average):
     k = probs.shape[1]
-    rows = input_row_stats(probs)
+    probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
     conf, correct, pred = scores_and_targets(probs, labels, "confidence", rows)
     if binning == "uniform":
         _, stats = binned_stats(conf, correct, weights, n_bins, binning, closed, pred, k)
@@ -308,7 +309,7 @@ def _top_label_kernel(probs, labels, weights, n_bins, binning, norm, closed, deb
         per_class = jax.vmap(one_class)(jnp.arange(k, dtype=jnp.int32))
         stats = BinStats(*(f.reshape(k, n_bins) for f in per_class))
     value = gap_norm(stats, top_label_group_weights(stats, average), norm, debias)
-    return value, summarize(probs, labels, weights, rows)
+    return value, summary
 
 
 def top_label_group_weights(stats: BinStats, average: str) -> jax.Array:
@@ -392,7 +393,7 @@ class ReliabilityCurve:
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "closed"))
 def _reliability_kernel(probs, labels, weights, n_bins, binning, closed):
-    rows = input_row_stats(probs)
+    probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
     scores, targets, _ = scores_and_targets(probs, labels, rows=rows)
     edges, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
     stats = BinStats(*(f[0] for f in stats))
@@ -403,7 +404,7 @@ def _reliability_kernel(probs, labels, weights, n_bins, binning, closed):
         mean_confidence=safe_divide(stats.sum_score, stats.weight),
         mean_accuracy=safe_divide(stats.sum_target, stats.weight),
     )
-    return curve, summarize(probs, labels, weights, rows)
+    return curve, summary
 
 
 def reliability_curve(

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._numerics import int_dtype_of, safe_divide
+from jaxcal._numerics import int_dtype_of, safe_divide, vary_like
 from jaxcal._sort import sort
 
 
@@ -58,7 +58,8 @@ def group_starts(xs: jax.Array, valid: jax.Array, eps: float) -> jax.Array:
             new = v & (x - start >= eps)
             return jnp.where(new, x, start), new
 
-        return jax.lax.scan(step, jnp.asarray(-jnp.inf, xs.dtype), (xs, valid))[1]
+        start = vary_like(jnp.asarray(-jnp.inf, xs.dtype), xs)  # varies as xs (shard_map)
+        return jax.lax.scan(step, start, (xs, valid))[1]
 
     return jax.lax.cond(exact, lambda _: gap, sequential, None)
 
@@ -210,7 +211,9 @@ def pava_stack(wg: jax.Array, sg: jax.Array, size: jax.Array):
         return (i < size) | violates(top, below, head)
 
     zero, first = jnp.zeros(2, sg.dtype), jnp.int32(0)
-    init = (first, first, zero, first, zero, first, sums, starts)
+    # Typed as varying like the data inside shard_map; outside, the same buffers (a select
+    # of two equal operands, folded by XLA: the loop still updates them in place).
+    init = vary_like((first, first, zero, first, zero, first, sums, starts), sg)
     _, top, _, _, _, _, sums, starts = jax.lax.while_loop(cond, step, init)
     return sums, starts, top
 

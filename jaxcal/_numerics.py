@@ -80,9 +80,13 @@ def safe_divide(num: jax.Array, den: jax.Array) -> jax.Array:
 
 
 def safe_sqrt(x: jax.Array) -> jax.Array:
-    """``sqrt(max(x, 0))`` with a finite (zero) gradient at and below 0."""
+    """``sqrt(max(x, 0))`` with a finite (zero) gradient at and below 0; NaN stays NaN.
+
+    A NaN sum (from invalid input under ``jit``) must not come back as a plausible 0.
+    """
     positive = x > 0
-    return jnp.where(positive, jnp.sqrt(jnp.where(positive, x, 1)), 0)
+    below = jnp.where(jnp.isnan(x), x, jnp.zeros_like(x))
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, x, 1)), below)
 
 
 def safe_log(x: jax.Array) -> jax.Array:
@@ -101,6 +105,29 @@ def weighted_mean(x: jax.Array, weights: jax.Array | None) -> jax.Array:
         return jnp.mean(x, axis=0)
     w = weights.astype(x.dtype).reshape((-1,) + (1,) * (x.ndim - 1))
     return safe_divide(jnp.sum(w * x, axis=0), jnp.sum(weights.astype(x.dtype)))
+
+
+def mask_unweighted(
+    x: jax.Array, weights: jax.Array | None, fill: Any, bad: jax.Array | None = None
+) -> jax.Array:
+    """``x`` ``(N, ...)`` with its ``bad`` entries in rows of weight 0 replaced by ``fill``.
+
+    Padding rows of fixed-shape batches carry weight 0 and may hold anything (NaN, an
+    ignore label); weight 0 alone does not mask them, because ``0 * nan`` is NaN. Entries
+    that are not ``bad`` (default: the finite ones) stay, so valid rows, and derivatives
+    with respect to the weights, are unchanged. No weights: ``x`` itself.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> mask_unweighted(jnp.array([0.5, jnp.nan, jnp.nan]), jnp.array([1.0, 0.0, 1.0]), 0.0)
+      Array([0.5, 0. , nan], dtype=float32)
+    """
+    if weights is None:
+        return x
+    unweighted = ~(weights > 0)
+    bad = ~jnp.isfinite(x) if bad is None else bad
+    mask = unweighted.reshape(unweighted.shape + (1,) * (x.ndim - 1)) & bad
+    return jnp.where(mask, jnp.asarray(fill, x.dtype), x)
 
 
 def tree_sum(x: jax.Array, radix: int = TREE_RADIX) -> jax.Array:
@@ -232,6 +259,28 @@ def two_product(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
     return p, ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
 
 
+def vary_like(tree: Any, data: jax.Array) -> Any:
+    """``tree`` typed as varying across devices wherever ``data`` varies (a no-op elsewhere).
+
+    Inside ``jax.shard_map`` (with the default ``check_vma=True``) every value carries the
+    set of mesh axes it varies over, and a loop's carry must keep its type through the
+    body. A carry started from a constant (``jnp.zeros(())``) is device-invariant, while the
+    body, which reads the per-device data, makes it varying: ``while_loop`` then refuses
+    the loop. Every loop of jaxcal starts its carries through this function, with ``data``
+    a value computed from everything the body reads (a loss at the starting point, a
+    row of the input). ``jnp.zeros_like(data)`` has the type of ``data`` and no data
+    dependence; a select between two equal operands takes its type and folds away in XLA.
+    Outside ``shard_map`` every value is invariant and the result is ``tree`` itself.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> vary_like((jnp.float32(0), jnp.int32(3)), jnp.ones(4))
+      (Array(0., dtype=float32), Array(3, dtype=int32))
+    """
+    flag = jnp.zeros_like(data, dtype=bool, shape=())
+    return jax.tree.map(lambda x: jnp.where(flag, x, x), tree)
+
+
 def int_dtype_of(dtype: Any) -> jnp.dtype:
     """The signed integer dtype of ``dtype``'s width (for bit-pattern arithmetic)."""
     return jnp.dtype(jnp.int32 if jnp.dtype(dtype).itemsize == 4 else jnp.int64)
@@ -280,7 +329,10 @@ def bisect_nonnegative(
 
     lo = jnp.zeros(shape, itype)
     hi = jnp.full(shape, top_bits, itype)
-    _, hi = jax.lax.fori_loop(0, steps, halve, (lo, hi))
+    # The bounds vary across devices (inside shard_map) as the predicate's data do; only
+    # the type of this probe is used, so XLA never evaluates it.
+    probe = predicate(jnp.full(shape, upper, dtype))
+    _, hi = jax.lax.fori_loop(0, steps, halve, vary_like((lo, hi), probe))
     return jax.lax.bitcast_convert_type(hi, dtype)
 
 

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcal._checks import check_positive_float
-from jaxcal._numerics import safe_divide, safe_sqrt
+from jaxcal._numerics import safe_divide, safe_sqrt, vary_like
 from jaxcal._sort import argsort
 from jaxcal.coverage._checks import check_intervals
 from jaxcal.coverage._levels import as_levels, is_covered, squeeze_levels
@@ -66,7 +66,8 @@ def _hermite_form(z: jax.Array, b: jax.Array, cell: jax.Array, centre: jax.Array
         contribution = jnp.sum(jnp.where(valid, b * field, 0), axis=0)
         return total + jnp.where(offset == 0, 1, 2).astype(dtype) * contribution
 
-    return jax.lax.fori_loop(0, reach + 1, add_cells_at, jnp.zeros((), dtype))
+    total = vary_like(jnp.zeros((), dtype), b)  # the body reads b (varying in shard_map)
+    return jax.lax.fori_loop(0, reach + 1, add_cells_at, total)
 
 
 def _grid_cells(z: jax.Array, b: jax.Array):
