@@ -15,7 +15,7 @@ import pandas as pd
 from mcgrad import metrics as mcm
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
-from reference_segments import mcgrad_segments  # noqa: E402
+from reference_segments import mcgrad_segments
 
 
 def main(n: int = 20_000, seed: int = 0) -> None:

@@ -69,10 +69,16 @@ def _sort(*operands: jax.Array, num_keys: int = 1) -> tuple[jax.Array, ...]:
     return tuple(lax.sort(operands, num_keys=num_keys, is_stable=True))
 
 
-def _score_bits(s: jax.Array) -> jax.Array:
-    """Integers ordered like the scores in [0, 1] (their IEEE bits; no -0.0 here)."""
+def _score_key(s: jax.Array, y: jax.Array) -> jax.Array:
+    """Integers ordered like the scores in [0, 1], then the labels: ``bits << 1 | y``.
+
+    The IEEE bits of non-negative floats order like the floats (no -0.0 here). Tied
+    samples come out ordered by label, so a group's steps are summed in an order that does
+    not depend on the input's (bit-for-bit the same statistics for any order, unweighted).
+    """
     itype = jnp.int32 if s.dtype == jnp.float32 else jnp.int64
-    return lax.bitcast_convert_type(lax.stop_gradient(s), itype)
+    bits = lax.bitcast_convert_type(lax.stop_gradient(s), itype)
+    return jnp.left_shift(bits, itype(1)) | lax.stop_gradient(y).astype(itype)
 
 
 def _steps(s, y, w):
@@ -90,13 +96,15 @@ def pack_masks(masks: jax.Array) -> jax.Array:
     words = -(-num // WORD)
     m = jnp.pad(masks.astype(bool), ((0, 0), (0, words * WORD - num)))
     shifts = jnp.arange(WORD, dtype=jnp.uint32)
-    packed = jnp.sum(m.reshape(n, words, WORD).astype(jnp.uint32) << shifts, axis=2)
+    packed = jnp.sum(
+        m.reshape(n, words, WORD).astype(jnp.uint32) << shifts[None, None], axis=2, dtype=jnp.uint32
+    )
     return packed.T
 
 
 def _unpack(word: jax.Array, dtype) -> jax.Array:
     """``(N,)`` uint32 -> ``(N, 32)`` 0/1 floats."""
-    return ((word[:, None] >> jnp.arange(WORD, dtype=jnp.uint32)) & 1).astype(dtype)
+    return ((word[:, None] >> jnp.arange(WORD, dtype=jnp.uint32)[None]) & 1).astype(dtype)
 
 
 def _reduce_levels(top, bottom, total):
@@ -145,8 +153,8 @@ def packed_extremes(s, y, w, words, num: int, extra: jax.Array | None = None):
     Returns the :class:`SegmentExtremes` and the ``(E, G)`` sums of ``extra``.
     """
     n, dtype = s.shape[0], s.dtype
-    bits = _score_bits(s)
-    bits_s, perm = _sort(bits, jnp.arange(n, dtype=jnp.int32))
+    key_s, perm = _sort(_score_key(s, y), jnp.arange(n, dtype=jnp.int32))
+    bits_s = jnp.right_shift(key_s, 1)
     is_end = jnp.concatenate([bits_s[1:] != bits_s[:-1], jnp.ones(1, bool)])
     d, v = _steps(s, y, w)
     ones = jnp.ones_like(s) if w is None else w
@@ -195,8 +203,9 @@ def disjoint_extremes(
     ids = ids.astype(jnp.int32)
     valid = (ids >= 0) & (ids < n_groups)
     key_ids = jnp.where(valid, ids, n_groups)
-    bits = _score_bits(s)
-    ids_s, bits_s, perm = _sort(key_ids, bits, jnp.arange(n, dtype=jnp.int32), num_keys=2)
+    key = _score_key(s, y)
+    ids_s, key_s, perm = _sort(key_ids, key, jnp.arange(n, dtype=jnp.int32), num_keys=2)
+    bits_s = jnp.right_shift(key_s, 1)
     d, v = _steps(s, y, w)
     d_s = d[perm]
     first = jnp.ones(1, bool)

@@ -41,6 +41,7 @@ from jaxcal._intervals import (
     reliability_intervals,
     wilson_interval,
 )
+from jaxcal._segments import MulticalibrationResult, multicalibration_error
 
 __all__ = [
     "BinomialInterval",
@@ -51,6 +52,7 @@ __all__ = [
     "CorpBands",
     "CumulativeDifferences",
     "DecompositionIntervals",
+    "MulticalibrationResult",
     "PairedBootstrapResult",
     "ReliabilityIntervals",
     "TestResult",
@@ -70,6 +72,7 @@ __all__ = [
     "kuiper_test",
     "log_brownian_max_sf",
     "log_brownian_range_sf",
+    "multicalibration_error",
     "paired_bootstrap",
     "reliability_intervals",
     "score_decomposition_ci",

@@ -65,9 +65,7 @@ def mcgrad_segments(scores, labels, masks, weights=None):
         sigma = np.sqrt((m * w * w * s * (1 - s)).sum(axis=1) / norm[:, 0] ** 2)
     sigma[np.isnan(sigma)] = 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        stat = np.where(
-            (ecce != 0) & (sigma == 0), np.inf, np.where(sigma == 0, 0, ecce / sigma)
-        )
+        stat = np.where((ecce != 0) & (sigma == 0), np.inf, np.where(sigma == 0, 0, ecce / sigma))
     p = np.array([mcgrad_pvalue(v) for v in stat])
     sigma_all = np.sqrt(np.sum(w * w * s * (1 - s))) / w.sum()
     prevalence = np.sum(w * y) / w.sum()
@@ -123,9 +121,11 @@ def cdeets_subpop(scores, labels, in_sub, weights=None):
         if k == len(ss) - 1 or ss[k] != ss[k + 1]:
             sl = slice(start, k + 1)
             wsum = ws[sl].sum()
-            groups.append((ss[k], (rs[sl] * ws[sl]).sum() / wsum, wsum, (ws[sl] ** 2).sum() / wsum**2))
+            groups.append(
+                (ss[k], (rs[sl] * ws[sl]).sum() / wsum, wsum, (ws[sl] ** 2).sum() / wsum**2)
+            )
             start = k + 1
-    ss, rs, ws, fs = (np.array(c) for c in zip(*groups))
+    ss, rs, ws, fs = (np.array(c) for c in zip(*groups, strict=True))
     ws = ws / ws.sum()
     q = np.concatenate([[-1e20], ss, [1e20]])
     t = (q[:-1] + q[1:]) / 2
