@@ -42,6 +42,7 @@ from jaxcal._intervals import (
     wilson_interval,
 )
 from jaxcal._segments import MulticalibrationResult, multicalibration_error
+from jaxcal._subpopulation import SubpopulationTest, subpopulation_test
 
 __all__ = [
     "BinomialInterval",
@@ -55,6 +56,7 @@ __all__ = [
     "MulticalibrationResult",
     "PairedBootstrapResult",
     "ReliabilityIntervals",
+    "SubpopulationTest",
     "TestResult",
     "bootstrap_ci",
     "brownian_max_cdf",
@@ -77,5 +79,6 @@ __all__ = [
     "reliability_intervals",
     "score_decomposition_ci",
     "spiegelhalter_test",
+    "subpopulation_test",
     "wilson_interval",
 ]
