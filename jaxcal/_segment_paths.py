@@ -32,11 +32,23 @@ Every sort goes through :func:`_sort`, the one place to switch to a faster sort.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from functools import partial
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
+
+from jaxcal._checks import check_positive_int, values_checkable
+from jaxcal._path_tests import (
+    CalibrationTests,
+    ks_result,
+    kuiper_result,
+    scores_targets,
+    spiegelhalter_result,
+    spiegelhalter_terms,
+)
 
 #: Rows combined per level of the prefix-extreme reduction (:func:`_reduce_levels`).
 LEVEL = 16
@@ -246,3 +258,66 @@ def segment_extremes(
     ids = jnp.where((ids >= 0) & (ids < n_groups), ids, n_groups)
     sums = jax.vmap(lambda x: jax.ops.segment_sum(x, ids, n_groups))(extra)
     return ext, sums
+
+
+@partial(jax.jit, static_argnames=("n_groups", "alternative"))
+def grouped_tests_kernel(scores, labels, weights, groups, n_groups, alternative):
+    """The KS, Kuiper and Spiegelhalter tests within each segment: ``(G,)`` results.
+
+    One sort for every segment (:func:`segment_extremes`); Spiegelhalter's sums ride on
+    the same pass.
+    """
+    (s, y, w), summary = scores_targets(scores, labels, weights)
+    terms = jnp.stack(spiegelhalter_terms(s, y, w))
+    ext, sums = segment_extremes(s, y, w, groups, n_groups, extra=terms)
+    extremes = (ext.top, ext.bottom, ext.variance)
+    tests = CalibrationTests(
+        ks_result(*extremes),
+        kuiper_result(*extremes),
+        spiegelhalter_result(sums[0], sums[1], alternative),
+    )
+    return tests, summary
+
+
+def check_groups(groups: Any, n: int, n_groups: int | None, name: str = "groups"):
+    """Validate ``groups``: ``(N, G)`` membership or ``(N,)`` integer ids with ``n_groups``.
+
+    Returns ``(groups as an array, n_groups or None)``. Ids are checked to lie in
+    ``[0, n_groups)`` on concrete input only.
+    """
+    groups = jnp.asarray(groups)
+    if groups.ndim == 2:
+        if groups.shape[0] != n:
+            raise ValueError(
+                f"`{name}` must have {n} rows to match the scores; got shape {groups.shape}."
+            )
+        if groups.shape[1] < 1:
+            raise ValueError(f"`{name}` must have at least one column (segment); got 0.")
+        if n_groups is not None and n_groups != groups.shape[1]:
+            raise ValueError(
+                f"`n_groups` must be None or {groups.shape[1]} (the columns of `{name}`) "
+                f"for a membership matrix; got {n_groups}."
+            )
+        return groups.astype(bool), None
+    if groups.ndim != 1 or groups.shape[0] != n:
+        raise ValueError(
+            f"`{name}` must be integer segment ids of shape ({n},) or a boolean membership "
+            f"matrix of shape ({n}, G); got shape {groups.shape}."
+        )
+    if not jnp.issubdtype(groups.dtype, jnp.integer):
+        raise ValueError(f"`{name}` ids must be integers; got dtype {groups.dtype}.")
+    if n_groups is None:
+        raise ValueError(
+            f"`n_groups` (static, the number of segments) is required with integer `{name}`;"
+            " got None."
+        )
+    n_groups = check_positive_int("n_groups", n_groups)
+    if values_checkable(groups) and n:
+        host = np.asarray(groups)
+        low, high = int(host.min()), int(host.max())
+        if low < 0 or high >= n_groups:
+            raise ValueError(
+                f"`{name}` ids must lie in [0, n_groups) = [0, {n_groups}); got values in "
+                f"[{low}, {high}]. Raise `n_groups` or relabel the segments."
+            )
+    return groups, n_groups

@@ -37,13 +37,13 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from jaxcal._brownian import log_range_sf, range_sf
-from jaxcal._checks import check_positive_int, check_probs_labels, values_checkable
-from jaxcal._cumulative import _ratio, _scores_targets
-from jaxcal._segment_paths import SegmentExtremes, segment_extremes
+from jaxcal._checks import check_probs_labels
+from jaxcal._path_tests import ratio as _ratio
+from jaxcal._path_tests import scores_targets as _scores_targets
+from jaxcal._segment_paths import SegmentExtremes, check_groups, segment_extremes
 from jaxcal._validity import run_validated
 
 
@@ -140,50 +140,6 @@ def _kernel(scores, labels, weights, groups, n_groups):
     (s, y, w), summary = _scores_targets(scores, labels, weights)
     ext, _ = segment_extremes(s, y, w, groups, n_groups)
     return _result(ext, s, y, w), summary
-
-
-def check_groups(groups: Any, n: int, n_groups: int | None, name: str = "groups"):
-    """Validate ``groups``: ``(N, G)`` membership or ``(N,)`` integer ids with ``n_groups``.
-
-    Returns ``(groups as an array, n_groups or None)``. Ids are checked to lie in
-    ``[0, n_groups)`` on concrete input only.
-    """
-    groups = jnp.asarray(groups)
-    if groups.ndim == 2:
-        if groups.shape[0] != n:
-            raise ValueError(
-                f"`{name}` must have {n} rows to match the scores; got shape {groups.shape}."
-            )
-        if groups.shape[1] < 1:
-            raise ValueError(f"`{name}` must have at least one column (segment); got 0.")
-        if n_groups is not None and n_groups != groups.shape[1]:
-            raise ValueError(
-                f"`n_groups` must be None or {groups.shape[1]} (the columns of `{name}`) "
-                f"for a membership matrix; got {n_groups}."
-            )
-        return groups.astype(bool), None
-    if groups.ndim != 1 or groups.shape[0] != n:
-        raise ValueError(
-            f"`{name}` must be integer segment ids of shape ({n},) or a boolean membership "
-            f"matrix of shape ({n}, G); got shape {groups.shape}."
-        )
-    if not jnp.issubdtype(groups.dtype, jnp.integer):
-        raise ValueError(f"`{name}` ids must be integers; got dtype {groups.dtype}.")
-    if n_groups is None:
-        raise ValueError(
-            f"`n_groups` (static, the number of segments) is required with integer `{name}`;"
-            " got None."
-        )
-    n_groups = check_positive_int("n_groups", n_groups)
-    if values_checkable(groups) and n:
-        host = np.asarray(groups)
-        low, high = int(host.min()), int(host.max())
-        if low < 0 or high >= n_groups:
-            raise ValueError(
-                f"`{name}` ids must lie in [0, n_groups) = [0, {n_groups}); got values in "
-                f"[{low}, {high}]. Raise `n_groups` or relabel the segments."
-            )
-    return groups, n_groups
 
 
 def multicalibration_error(

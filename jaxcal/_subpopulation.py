@@ -30,8 +30,8 @@ from jax import lax
 
 from jaxcal._brownian import max_sf, range_sf
 from jaxcal._checks import check_probs_labels, values_checkable
-from jaxcal._cumulative import TestResult, _ratio, _scores_targets
 from jaxcal._numerics import safe_divide
+from jaxcal._path_tests import TestResult, ratio, scores_targets
 from jaxcal._segment_paths import _sort
 from jaxcal._validity import run_validated
 
@@ -74,7 +74,7 @@ def _bins(bits_s: jax.Array, s_s: jax.Array, member: jax.Array) -> jax.Array:
 
 @jax.jit
 def _kernel(scores, labels, weights, member):
-    (s, y, w), summary = _scores_targets(scores, labels, weights)
+    (s, y, w), summary = scores_targets(scores, labels, weights)
     n, dtype = s.shape[0], s.dtype
     itype = jnp.int32 if dtype == jnp.float32 else jnp.int64
     bits = lax.bitcast_convert_type(lax.stop_gradient(s), itype)
@@ -98,8 +98,8 @@ def _kernel(scores, labels, weights, member):
     top = jnp.maximum(jnp.max(path), 0)
     bottom = jnp.minimum(jnp.min(path), 0)
     variance = jnp.sum(sub_w2 * rt * (1 - rt)) * inv * inv
-    ks = _ratio(jnp.maximum(top, -bottom), variance)
-    kuiper = _ratio(top - bottom, variance)
+    ks = ratio(jnp.maximum(top, -bottom), variance)
+    kuiper = ratio(top - bottom, variance)
     sigma = jnp.sqrt(jnp.maximum(variance, 0))
     result = SubpopulationTest(
         TestResult(ks, max_sf(ks)), TestResult(kuiper, range_sf(kuiper)), sigma

@@ -215,3 +215,40 @@ def test_size_under_null_and_power():
     holm_p = np.asarray(holm_p)
     assert np.mean(holm_p[:, 5] < alpha) > 0.9
     assert np.mean(np.argmin(holm_p, axis=1) == 5) > 0.8
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_grouped_tests_equal_tests_on_each_subset(weighted):
+    """calibration_tests(groups=...) has a leading G axis: the tests of each subset."""
+    s, y, masks, w = _data(seed=11, ties=True)
+    ids = np.random.default_rng(12).integers(0, 4, N)
+    w = w if weighted else None
+    with x64():
+        args = jnp.asarray(s), jnp.asarray(y)
+        by_id = stats.calibration_tests(*args, weights=w, groups=jnp.asarray(ids), n_groups=4)
+        by_mask = stats.calibration_tests(*args, weights=w, groups=jnp.asarray(masks[:, :4]))
+        for g in range(4):
+            for grouped, member in ((by_id, ids == g), (by_mask, masks[:, g])):
+                # The subset's tests: zero weights mask the other samples (one shape).
+                mask_w = member * (1.0 if w is None else w)
+                sub = stats.calibration_tests(*args, weights=jnp.asarray(mask_w))
+                for got, want in zip(grouped, sub, strict=True):
+                    assert_close(got.statistic[g], want.statistic)
+                    assert_close(got.p_value[g], want.p_value)
+        ks = stats.ks_test(*args, weights=w, groups=jnp.asarray(ids), n_groups=4)
+        kuiper = stats.kuiper_test(*args, weights=w, groups=jnp.asarray(ids), n_groups=4)
+        z = stats.spiegelhalter_test(
+            *args, weights=w, groups=jnp.asarray(ids), n_groups=4, alternative="greater"
+        )
+    assert_close(ks.statistic, by_id.ks.statistic)
+    assert_close(kuiper.p_value, by_id.kuiper.p_value)
+    assert_close(z.statistic, by_id.spiegelhalter.statistic)
+    assert z.p_value.shape == (4,)
+
+
+def test_groups_none_path_unchanged():
+    s, y, _, _ = _data(seed=13)
+    a = stats.calibration_tests(jnp.asarray(s), jnp.asarray(y))
+    b = stats.calibration_tests(jnp.asarray(s), jnp.asarray(y), groups=None)
+    for got, want in zip(a, b, strict=True):
+        np.testing.assert_array_equal(np.asarray(got.statistic), np.asarray(want.statistic))
