@@ -17,11 +17,12 @@ of ``C = T / W`` cancels. This module returns the per-segment ``(max, min, V, W)
   packed once into 32 segments per uint32 word, so ordering it is one gather of 4 bytes
   per sample and word. Per word, the 32 paths are reduced in one fused pass: a run of
   samples is summarised by (max prefix, min prefix, total), and runs combine
-  associatively, so the extremes come without storing any cumulative sum. Only the last
+  associatively, so the extremes come without storing any cumulative sum (XLA:CPU's
+  cumulative sum, an associative scan, costs 5x this pass). Only the last
   sample of a group of equal scores counts as a point of the path, so a segment's path
   is aggregated over its ties whatever the input order (the other samples of the group
-  that are not in the segment add 0). ``V`` and ``W`` are one small matrix product per
-  word. Memory is a few ``(N, 32)`` float arrays at a time.
+  that are not in the segment add 0). ``V`` and ``W`` need no order: one small matrix
+  product per word, in input order. Memory is a few ``(N, 32)`` float arrays at a time.
 * **Disjoint segments** (integer ids ``(N,)`` with a static ``n_groups``) cost one sort
   ordered by (segment id, score): each segment's samples are then contiguous and
   ascending, and one segmented cumulative sum walks every path at once; ``O(N)`` beyond
@@ -159,6 +160,26 @@ def overlapping_extremes(
     return packed_extremes(s, y, w, pack_masks(masks), masks.shape[1])[0]
 
 
+def _block_extremes(x: jax.Array, end: jax.Array):
+    """Per block of LEVEL rows of ``x`` ``(N, C)``: (max prefix, min prefix, total).
+
+    Only rows where ``end`` ``(N, 1)`` holds are points of the path. One fused pass that
+    reads each element of ``x`` once (a form with ``where(end, x, -inf)`` as a separate
+    input makes XLA recompute ``x``'s gather and unpacking per use, 3x slower).
+    """
+    rows = x.shape[0] // LEVEL
+    x = x.reshape(rows, LEVEL, -1)
+    end = end.reshape(rows, LEVEL, 1)
+    acc = x[:, 0]
+    top = jnp.where(end[:, 0], acc, -jnp.inf)
+    bottom = jnp.where(end[:, 0], acc, jnp.inf)
+    for j in range(1, LEVEL):
+        acc = acc + x[:, j]
+        top = jnp.maximum(top, jnp.where(end[:, j], acc, -jnp.inf))
+        bottom = jnp.minimum(bottom, jnp.where(end[:, j], acc, jnp.inf))
+    return top, bottom, acc
+
+
 def packed_extremes(s, y, w, words, num: int, extra: jax.Array | None = None):
     """:func:`overlapping_extremes` from packed words; ``extra`` ``(E, N)``: more sums.
 
@@ -170,25 +191,22 @@ def packed_extremes(s, y, w, words, num: int, extra: jax.Array | None = None):
     is_end = jnp.concatenate([bits_s[1:] != bits_s[:-1], jnp.ones(1, bool)])
     d, v = _steps(s, y, w)
     ones = jnp.ones_like(s) if w is None else w
-    cols = [v, ones] if extra is None else [v, ones, *extra]
-    # Padding rows (position 0, step 0, not an end, nothing summed) are identities.
+    cols = jnp.stack([v, ones] if extra is None else [v, ones, *extra])
+    # Padding rows (position 0, step 0, not an end) are identities.
     pad = -n % LEVEL
     perm = jnp.pad(perm, (0, pad))
     d_s = jnp.pad(d[perm[:n]], (0, pad))[:, None]
     end_s = jnp.pad(is_end, (0, pad))[:, None]
-    cols_s = jnp.pad(jnp.stack(cols)[:, perm[:n]], ((0, 0), (0, pad)))
 
     def one_word(word):
-        member = _unpack(word[perm], dtype)
-        x = member * d_s
-        top = jnp.where(end_s, x, -jnp.inf)
-        bottom = jnp.where(end_s, x, jnp.inf)
-        t, b = _reduce_levels(top, bottom, x)
-        return jnp.maximum(t, 0), jnp.minimum(b, 0), cols_s @ member
+        t, b = _reduce_levels(*_block_extremes(_unpack(word[perm], dtype) * d_s, end_s))
+        return jnp.maximum(t, 0), jnp.minimum(b, 0)
 
-    t, b, sm = lax.map(one_word, words)
+    t, b = lax.map(one_word, words)
+    # The sums need no order: the words as given, a second pass.
+    sums = lax.map(lambda word: cols @ _unpack(word, dtype), words)
     top, bottom = t.reshape(-1)[:num], b.reshape(-1)[:num]
-    sums = jnp.moveaxis(sm, 0, 1).reshape(len(cols), -1)[:, :num]
+    sums = jnp.moveaxis(sums, 0, 1).reshape(cols.shape[0], -1)[:, :num]
     ext = SegmentExtremes(top, bottom, sums[0], sums[1])
     return ext, (None if extra is None else sums[2:])
 
