@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from jax.scipy.special import ndtri
 
 from jaxcal._checks import check_probs_labels
-from jaxcal._numerics import compute_dtype
+from jaxcal._numerics import compute_dtype, vary_like
 
 #: Ridge toward the calibrated values (a, b) = (0, 1), per unit of total weight: it keeps
 #: the estimate finite when the likelihood has no maximiser (separable data, one class
@@ -140,7 +140,8 @@ def logistic_newton(
         return ~done & (it < MAX_ITER)
 
     prior = jax.lax.stop_gradient(prior)
-    theta, done, _ = jax.lax.while_loop(cond, step, (prior, jnp.asarray(False), jnp.int32(0)))
+    init = vary_like((prior, jnp.asarray(False), jnp.int32(0)), loss(fixed, prior[None, :]))
+    theta, done, _ = jax.lax.while_loop(cond, step, init)
     grad, info = hessian(data, theta)
     newton = jnp.linalg.solve(info, grad)
     newton = jnp.where(jnp.isfinite(newton), newton, 0)  # no weight: no information
