@@ -20,6 +20,7 @@ accurate far beyond 2**24 samples; sample counts are int32 and exact.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -110,6 +111,9 @@ def _host_uniform_edges(n_bins: int, dtype) -> np.ndarray:
     return exact.astype(jnp.dtype(dtype)).astype(compute_dtype(dtype))
 
 
+# One compiled kernel when called eagerly (its bisection loop would be traced anew each
+# call); inside a caller's trace it is inlined.
+@partial(jax.jit, static_argnames=("n_bins", "closed"))
 def quantile_edges(
     scores: jax.Array, n_bins: int, closed: str = "right", weights: jax.Array | None = None
 ) -> jax.Array:

@@ -24,6 +24,7 @@ from jax.scipy.special import ndtri
 
 from jaxcal._checks import check_probs_labels
 from jaxcal._numerics import compute_dtype, vary_like
+from jaxcal._validity import mask_padding
 
 #: Ridge toward the calibrated values (a, b) = (0, 1), per unit of total weight: it keeps
 #: the estimate finite when the likelihood has no maximiser (separable data, one class
@@ -181,7 +182,8 @@ def _binary_fit(p, y, w, z):
 def per_class(binary, probs, labels, weights, confidence):
     """``binary(p, y, w, z)`` on the positive class of 1-D probs, or on each column of
     ``(N, K)`` probs one-vs-rest (vmapped; fields of shape ``(K,)``); z the normal
-    quantile of ``confidence``."""
+    quantile of ``confidence``. Rows of weight 0 may hold anything (masked first)."""
+    probs, labels, _ = mask_padding(probs, labels, weights)
     dtype = compute_dtype(probs.dtype)
     p = probs.astype(dtype)
     w = jnp.ones(p.shape[:1], dtype) if weights is None else weights.astype(dtype)

@@ -9,6 +9,31 @@ the entries return) or :data:`NOT_TRANSFORMED` (with the reason): a name added t
 
 All entries share one small data set (:func:`make_data`): N = 24 rows (four shards of 6),
 K = 3 classes, so that every transformation compiles each entry once.
+
+Cost (CI runs the whole suite on 2 cores in under 20 minutes): each check compiles every
+entry it covers, about a second of CPU each. The fast suite runs, for **every** entry,
+eager == ``jit`` == closure with the no-recompile check and ``vmap`` == a loop. The sweeps
+(``grad``, bf16/f16, padded rows, float64, ``shard_map``, resampled fits) are marked slow
+and cover :data:`SWEEP`: per family, the entries whose kernels differ in how they could
+break a transformation, namely
+
+* metrics: one per kernel kind: binned (``ece``, ``ece.quantile``, ``classwise_ece``),
+  soft and kernel (``soft_ece.l2``, ``mmce``, ``smooth_ece``), cumulative paths and
+  segments (``calibration_tests``, ``ks_test.groups``, ``multicalibration_error``,
+  ``subpopulation_test``), loop fits (``ici``, ``calibration_slope_intercept``), counts
+  (``observed_expected_ratio``, ``hosmer_lemeshow_test``), resampling (``bootstrap_ci``,
+  ``corp_bands``), and Brier / log loss (the differentiable scores);
+* stats: the loop-based Clopper-Pearson interval, one Brownian law, ``log_chi2_sf``;
+* calibrators: temperature (the 1-D L-BFGS), Platt on logits, matrix scaling (the (K, K)
+  fits), isotonic and Venn-Abers (the sorted, non-differentiable fits), the ``classwise``
+  wrapper, and ``to_probs``;
+* streaming: ``update``, ``compute``, one bucket view (``equal_mass_ece``) and the Poisson
+  replicates' ``poisson_update``;
+* coverage: the loop-based ``regression_ssc`` and ``hsic``, ``classification_ssc``;
+* losses: all four (the padding of the training losses).
+
+A sweep that finds a defect in one entry of a family is then run over the family by hand
+(``-k``); a new kind of kernel adds its first entry to :data:`SWEEP`.
 """
 
 from __future__ import annotations
@@ -770,6 +795,26 @@ ENTRIES: list[Entry] = [
     *COVERAGE,
     *LOSSES,
 ]
+
+#: The entries the slow sweeps cover (see the module docstring for the choice).
+SWEEP = frozenset(
+    {
+        *("ece", "ece.quantile", "classwise_ece", "soft_ece.l2", "mmce", "smooth_ece"),
+        *("calibration_tests", "ks_test.groups", "multicalibration_error"),
+        *("subpopulation_test", "ici", "calibration_slope_intercept"),
+        *("observed_expected_ratio", "hosmer_lemeshow_test", "bootstrap_ci", "corp_bands"),
+        *("brier_score", "log_loss"),
+        *("clopper_pearson_interval", "log_brownian_range_sf", "log_chi2_sf"),
+        *("temperature_scaling.fit", "temperature_scaling.apply"),
+        *("platt.logits.fit", "platt.logits.apply", "matrix_scaling.fit", "matrix_scaling.apply"),
+        *("isotonic.fit", "isotonic.apply", "venn_abers.fit", "venn_abers.apply"),
+        *("classwise.fit", "classwise.apply", "to_probs"),
+        *("streaming.update", "streaming.compute", "streaming.equal_mass_ece"),
+        "streaming.poisson_update",
+        *("regression_ssc", "hsic", "classification_ssc"),
+        *("dca_loss", "focal_loss", "mmce_loss", "soft_ece_loss"),
+    }
+)
 
 # ---------------------------------------------------------------- names that are no call
 
