@@ -99,6 +99,23 @@ def _int_range(x: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.min(x), jnp.max(x)
 
 
+def subnormal_mask(x: jax.Array) -> jax.Array:
+    """True where ``x`` (float32 or float64) is a nonzero subnormal, read from its bits.
+
+    XLA:CPU flushes subnormal operands to zero in arithmetic and comparisons, so
+    ``0 < x < tiny`` cannot find them; the bit pattern of ``|x|`` can.
+    """
+    itype = jnp.int32 if x.dtype.itemsize == 4 else jnp.int64
+    bits = jax.lax.bitcast_convert_type(jnp.abs(x), itype)
+    tiny = int(np.asarray(np.finfo(x.dtype).tiny, x.dtype).view(np.dtype(itype)))
+    return (bits > 0) & (bits < tiny)
+
+
+@jax.jit
+def _any_subnormal(x: jax.Array) -> jax.Array:
+    return jnp.any(subnormal_mask(x))
+
+
 def first_index(bad: np.ndarray) -> int | tuple[int, ...]:
     """Index of the first True of a host bool array: an int for 1-D, else a tuple."""
     idx = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -247,7 +264,10 @@ def check_weights(
     """Validate optional non-negative, finite sample weights of shape ``(n,)``.
 
     A total weight of zero is valid (every metric then returns its documented value for
-    empty input, 0 for the calibration errors).
+    empty input, 0 for the calibration errors). The scale of the weights does not matter
+    (the kernels rescale them, :func:`jaxcal._numerics.normalize_weights`), but subnormal
+    weights (below 1.2e-38 in float32, 2.2e-308 in float64) are rejected: XLA:CPU reads
+    them as 0 in every operation, so they would silently count as zero.
     """
     if weights is None:
         return None
@@ -261,6 +281,14 @@ def check_weights(
         check_finite(name, arr, summary)
         if summary[1] < 0:
             raise ValueError(f"`{name}` must be non-negative; got {summary[1]}.")
+        if arr.dtype.itemsize >= 4 and bool(_any_subnormal(arr)):
+            bad = np.asarray(arr)
+            idx = first_index((bad != 0) & (np.abs(bad) < np.finfo(bad.dtype).tiny))
+            raise ValueError(
+                f"`{name}` must be 0 or at least {np.finfo(bad.dtype).tiny:.3g} (the smallest "
+                f"normal {bad.dtype}; XLA reads smaller values as 0); got {bad[idx]:.3g} at "
+                f"index {idx}. Rescale the weights: only their ratios matter."
+            )
     return arr
 
 

@@ -48,7 +48,7 @@ from jaxcal._decomposition import (
     group_terms,
     score_per_sample,
 )
-from jaxcal._numerics import compute_dtype, weighted_mean
+from jaxcal._numerics import compute_dtype, scale_free, weighted_mean
 from jaxcal._random import indices, label_plan, resample_seeds, resampled_labels
 
 BAND_KINDS = ("consistency", "confidence")
@@ -109,6 +109,7 @@ class CorpBands(NamedTuple):
 def bands_of(scores, targets, weights, seeds, kind, n_batches, batch, confidence):
     """Bands of one binary problem (scores in the compute dtype)."""
     n = scores.shape[0]
+    weights = None if weights is None else scale_free(weights.astype(scores.dtype))
     knots = knots_of(scores, weights)
     observed = calibrate(knot_sums(knots, targets, weights))
     x = key_values(knots.keys, scores.dtype)

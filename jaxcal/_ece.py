@@ -26,7 +26,7 @@ from jaxcal._binning import (
 )
 from jaxcal._checks import check_option, check_probs_labels
 from jaxcal._confidence import input_row_stats, scores_and_targets
-from jaxcal._numerics import safe_divide, safe_sqrt
+from jaxcal._numerics import compute_dtype, normalize_weights, safe_divide, safe_sqrt, scale_free
 from jaxcal._validity import run_validated, summarize
 
 NORMS = ("l1", "l2", "max")
@@ -82,8 +82,10 @@ def binned_stats(
 
     ``groups`` ``(N,)`` or ``(N, K)`` (int32 in ``[0, n_groups)``) split each bin by group
     (the predicted class of the top-label ECE, the column of the classwise views).
-    Quantile edges are those of all ``scores`` together.
+    Quantile edges are those of all ``scores`` together. The weights are scaled first
+    (:func:`jaxcal._numerics.scale_free`): the sums' weight field is in that scale.
     """
+    weights = scale_free(weights)
     edges, bins = bin_edges_and_index(scores, n_bins, binning, closed, weights)
     segments = bins if groups is None else groups * n_bins + bins
     offsets = uniform_anchors(n_bins) if binning == "uniform" else bin_anchors(edges, n_groups)
@@ -383,12 +385,16 @@ class ReliabilityCurve:
 def _reliability_kernel(probs, labels, weights, n_bins, binning, closed):
     rows = input_row_stats(probs)
     scores, targets, _ = scores_and_targets(probs, labels, rows=rows)
+    scale = 0
+    if weights is not None:  # binned_stats sums scaled weights; report the caller's scale
+        weights, scale = normalize_weights(weights.astype(compute_dtype(weights.dtype)))
     edges, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
     stats = BinStats(*(f[0] for f in stats))
+    weight = jnp.ldexp(stats.weight, scale)
     curve = ReliabilityCurve(
         edges=edges,
         counts=stats.count,
-        weights=stats.weight,
+        weights=weight,
         mean_confidence=safe_divide(stats.sum_score, stats.weight),
         mean_accuracy=safe_divide(stats.sum_target, stats.weight),
     )

@@ -48,7 +48,7 @@ import numpy as np
 import optax
 
 from jaxcal._checks import check_option
-from jaxcal._numerics import compute_dtype, safe_divide
+from jaxcal._numerics import compute_dtype, safe_divide, scale_free
 from jaxcal.calibrators._base import (
     Calibrator,
     FitInfo,
@@ -91,7 +91,7 @@ def _center(z: jax.Array, labels: jax.Array) -> tuple[jax.Array, jax.Array]:
 def _normalised_weights(weights: jax.Array | None, n: int, dtype: Any) -> jax.Array:
     if weights is None:
         return jnp.full((n,), 1 / n, dtype)
-    w = weights.astype(dtype)
+    w = scale_free(weights.astype(dtype))  # sum w overflows for weights of 1e37
     return safe_divide(w, jnp.sum(w))
 
 
