@@ -282,3 +282,33 @@ def test_conversions_round_trip():
     assert bool(jnp.all(jnp.isfinite(cal.to_logits(np.array([0.0, 1.0]), inputs="probs"))))
     with pytest.raises(ValueError, match="inputs"):
         cal.to_probs(np.zeros(3), inputs="log_probs")  # binary scores have no log_probs space
+
+
+def test_temperature_apply_of_huge_logits_is_finite():
+    # D11: softmax(z / T) fused gave NaN rows for finite logits of 1e10 (11 of 40).
+    z0 = np.random.default_rng(0).normal(size=(40, 3))
+    calibrator = cal.temperature_scaling()
+    for scale, t in ((1e10, 3.0), (1e10, 0.7), (1e30, 3.0), (1e37, 0.7)):
+        z = jnp.asarray(z0 * scale, jnp.float32)
+        out = calibrator.apply(cal.TemperatureParams(jnp.float32(t), None), z)
+        assert np.isfinite(np.asarray(out)).all(), (scale, t)
+        assert_close(out.sum(axis=1), np.ones(40, np.float32))
+        np.testing.assert_array_equal(np.argmax(out, axis=1), np.argmax(z0, axis=1))
+    small = jnp.asarray(z0, jnp.float32)
+    expected = jax.nn.softmax(small / 3.0, axis=1)
+    assert_close(calibrator.apply(cal.TemperatureParams(jnp.float32(3.0), None), small), expected)
+
+
+def test_temperature_fit_of_huge_logits_is_honest():
+    # D11: logits x1e20 gave converged=True and NaN probabilities from apply.
+    rng = np.random.default_rng(1)
+    z0 = rng.normal(size=(40, 3))
+    labels = rng.integers(0, 3, 40)
+    calibrator = cal.temperature_scaling()
+    for scale in (1e20, 1e30, 1e37):
+        z = jnp.asarray(z0 * scale, jnp.float32)
+        params = calibrator.fit(z, labels)
+        probs = np.asarray(calibrator.apply(params, z))
+        if bool(params.info.converged):
+            assert np.isfinite(float(params.info.loss)), scale
+        assert np.isfinite(probs).all(), scale

@@ -13,13 +13,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import assert_close
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jaxcal
 from jaxcal import stats
 from jaxcal._numerics import normalize_weights
-from tests.helpers import assert_close
 
 _RNG = np.random.default_rng(20)
 N = 64
