@@ -312,17 +312,46 @@ def check_simplex_rows(name: str, arr: jax.Array, row_dev: float) -> None:
         if abs(sums[worst] - 1) > tol:
             raise ValueError(
                 f"`{name}` rows must sum to 1 (within {tol:.3g}); row {worst} sums to "
-                f"{sums[worst]:.6g}. Pass probabilities, not logits (see jax.nn.softmax)."
+                f"{sums[worst]:.6g}. For rounded probabilities (e.g. exported with 3 "
+                f"decimals) pass renormalize=True to divide each row by its sum; for "
+                f"logits apply jax.nn.softmax first."
             )
 
 
-def check_probs(probs: Any, name: str = "probs", *, values: bool = True) -> jax.Array:
+def renormalize_rows(arr: jax.Array, name: str = "probs") -> jax.Array:
+    """``(N, K)`` rows divided by their sums (in the compute dtype, back to the input's).
+
+    A concrete row that sums to 0 or less is an error naming the row (a division would
+    make it NaN and the message would blame NaN input); ``(N,)`` input is returned as is.
+    """
+    if arr.ndim != 2:
+        return arr
+    work = arr.astype(compute_dtype(arr.dtype))
+    sums = jnp.sum(work, axis=1, keepdims=True)
+    if values_checkable(arr):
+        host = np.asarray(jax.device_get(sums))[:, 0]
+        bad = ~(host > 0) & ~np.isnan(host)  # NaN rows: the finiteness check names them
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise ValueError(
+                f"`{name}` rows must have a positive sum to be renormalized "
+                f"(renormalize=True); row {row} sums to {host[row]:.6g}."
+            )
+    return (work / sums).astype(arr.dtype)
+
+
+def check_probs(
+    probs: Any, name: str = "probs", *, values: bool = True, renormalize: bool = False
+) -> jax.Array:
     """Validate ``(N,)`` probabilities of the positive class or ``(N, K)`` rows on the simplex.
 
     Rows must sum to 1 within :func:`simplex_tolerance`. bf16/f16 inputs are kept in their
     dtype (the kernels upcast), so that bin edges are compared in the input's own
     precision. ``values=False``: shapes and dtypes only (a kernel's summary checks values).
+    ``renormalize=True``: rows are divided by their sums first (:func:`renormalize_rows`);
+    the checks then see the renormalized rows, which the caller gets back.
     """
+    check_option("renormalize", renormalize, (False, True))
     arr = as_float(probs, name)
     if arr.ndim not in (1, 2):
         raise ValueError(
@@ -332,6 +361,8 @@ def check_probs(probs: Any, name: str = "probs", *, values: bool = True) -> jax.
         raise ValueError(f"`{name}` must not be empty; got shape {arr.shape}.")
     if arr.ndim == 2 and arr.shape[1] < 1:
         raise ValueError(f"`{name}` must have at least one class column; got shape {arr.shape}.")
+    if renormalize:
+        arr = renormalize_rows(arr, name)
     if not values or not values_checkable(arr):
         return arr
     summary = _host_summary(arr)
@@ -349,6 +380,7 @@ def check_probs_labels(
     binary_only: bool = False,
     probs_name: str = "probs",
     values: bool = True,
+    renormalize: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
     """Validate the ``(probs, labels, weights)`` triple every metric takes.
 
@@ -356,9 +388,10 @@ def check_probs_labels(
     ``[0, K)``. With ``binary_only`` a 2-D ``probs`` is rejected. ``values=False`` runs the
     static checks and conversions only; the caller's kernel then returns a validity
     summary (:func:`jaxcal._validity.summarize`) that :func:`jaxcal._validity.raise_if_invalid`
-    turns into the same errors.
+    turns into the same errors. ``renormalize``: see :func:`check_probs`; the returned
+    ``probs`` are the renormalized ones.
     """
-    probs = check_probs(probs, probs_name, values=values)
+    probs = check_probs(probs, probs_name, values=values, renormalize=renormalize)
     if binary_only and probs.ndim != 1:
         raise ValueError(
             f"`{probs_name}` must be 1-D (N,) scores of the positive class; got shape {probs.shape}."

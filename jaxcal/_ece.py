@@ -131,6 +131,7 @@ def ece(
     closed: str = "right",
     debias: bool = False,
     weights: Any = None,
+    renormalize: bool = False,
 ) -> jax.Array:
     """Expected calibration error, binary (1-D ``probs``) or confidence (2-D ``probs``).
 
@@ -159,6 +160,9 @@ def ece(
       debias: with ``norm="l2"``, the debiased estimator of Kumar, Liang & Ma (2019) (see
         :func:`gap_norm`), returned as sqrt(max(estimate, 0)).
       weights: optional ``(N,)`` non-negative sample weights; 0 masks padding.
+      renormalize: divide each row of ``(N, K)`` probabilities by its sum first, for
+        probabilities rounded on export (keyword-only; default False: rows must sum to
+        1 within the simplex tolerance). No effect on ``(N,)`` probabilities.
 
     Returns:
       0-d array. Zero total weight gives 0.
@@ -180,7 +184,9 @@ def ece(
     """
     n_bins = check_binning(n_bins, binning, closed)
     check_norm(norm, debias)
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    probs, labels, weights = check_probs_labels(
+        probs, labels, weights, values=False, renormalize=renormalize
+    )
     return run_validated(_ece_kernel, probs, labels, weights, n_bins, binning, norm, closed, debias)
 
 
@@ -192,6 +198,7 @@ def mce(
     binning: str = "uniform",
     closed: str = "right",
     weights: Any = None,
+    renormalize: bool = False,
     **unexpected: Any,
 ) -> jax.Array:
     """Maximum calibration error: ``ece(probs, labels, norm="max", ...)``.
@@ -221,10 +228,18 @@ def mce(
         if name == "norm":
             raise ValueError("`norm` cannot be passed to mce: it is always 'max'.")
         raise ValueError(
-            f"`{name}` is not an option of mce; it takes n_bins, binning, closed, weights."
+            f"`{name}` is not an option of mce; it takes n_bins, binning, closed, weights, "
+            f"renormalize."
         )
     return ece(
-        probs, labels, n_bins=n_bins, binning=binning, norm="max", closed=closed, weights=weights
+        probs,
+        labels,
+        n_bins=n_bins,
+        binning=binning,
+        norm="max",
+        closed=closed,
+        weights=weights,
+        renormalize=renormalize,
     )
 
 
@@ -252,6 +267,7 @@ def classwise_ece(
     closed: str = "right",
     debias: bool = False,
     weights: Any = None,
+    renormalize: bool = False,
 ) -> jax.Array:
     """Classwise ECE: the binary ECE of each column ``p_k`` against ``labels == k``, averaged.
 
@@ -263,6 +279,9 @@ def classwise_ece(
     all classes and bins (the tutorial's classwise-MCE). All K classes count, present or
     not. With ``binning="quantile"`` each class is binned by the quantiles of its column.
     Options as in :func:`ece`; 1-D ``probs`` are treated as two columns ``(1 - p, p)``.
+
+    ``renormalize=True`` divides each row of ``(N, K)`` probabilities by its sum
+    first, for probabilities rounded on export (default False).
 
     Example:
       >>> import jax.numpy as jnp
@@ -276,7 +295,9 @@ def classwise_ece(
     """
     n_bins = check_binning(n_bins, binning, closed)
     check_norm(norm, debias)
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    probs, labels, weights = check_probs_labels(
+        probs, labels, weights, values=False, renormalize=renormalize
+    )
     columns = jnp.stack([1 - probs, probs], axis=1) if probs.ndim == 1 else probs
     static = (n_bins, binning, norm, closed, debias)
     return run_validated(_classwise_kernel, columns, labels, weights, *static, diagnose=probs)
@@ -326,6 +347,7 @@ def top_label_ece(
     debias: bool = False,
     average: str = "label",
     weights: Any = None,
+    renormalize: bool = False,
 ) -> jax.Array:
     """Top-label ECE: the confidence ECE computed separately within each predicted class.
 
@@ -342,6 +364,9 @@ def top_label_ece(
     Returns:
       0-d array.
 
+    ``renormalize=True`` divides each row of ``(N, K)`` probabilities by its sum
+    first, for probabilities rounded on export (default False).
+
     Example:
       >>> import jax.numpy as jnp
       >>> p = jnp.array([[0.9, 0.1], [0.3, 0.7], [0.6, 0.4], [0.2, 0.8]])
@@ -356,7 +381,9 @@ def top_label_ece(
     n_bins = check_binning(n_bins, binning, closed)
     check_norm(norm, debias)
     check_option("average", average, AVERAGES)
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    probs, labels, weights = check_probs_labels(
+        probs, labels, weights, values=False, renormalize=renormalize
+    )
     columns = jnp.stack([1 - probs, probs], axis=1) if probs.ndim == 1 else probs
     static = (n_bins, binning, norm, closed, debias, average)
     return run_validated(_top_label_kernel, columns, labels, weights, *static, diagnose=probs)
@@ -409,12 +436,16 @@ def reliability_curve(
     binning: str = "uniform",
     closed: str = "right",
     weights: Any = None,
+    renormalize: bool = False,
 ) -> ReliabilityCurve:
     """The reliability diagram's data: per-bin counts, mean confidence and accuracy.
 
     Binary (1-D ``probs``: positive-class probability vs. positive rate) or confidence
     (2-D: top-label confidence vs. accuracy), binned exactly as :func:`ece` bins, so
     ``sum(counts / N * |mean_accuracy - mean_confidence|) == ece(...)``.
+
+    ``renormalize=True`` divides each row of ``(N, K)`` probabilities by its sum
+    first, for probabilities rounded on export (default False).
 
     Example:
       >>> import jax.numpy as jnp
@@ -427,5 +458,7 @@ def reliability_curve(
       ``calibration_curve`` (which drops empty bins and uses ``closed="left"``).
     """
     n_bins = check_binning(n_bins, binning, closed)
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    probs, labels, weights = check_probs_labels(
+        probs, labels, weights, values=False, renormalize=renormalize
+    )
     return run_validated(_reliability_kernel, probs, labels, weights, n_bins, binning, closed)
