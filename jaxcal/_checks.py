@@ -122,12 +122,73 @@ def first_index(bad: np.ndarray) -> int | tuple[int, ...]:
     return idx[0] if len(idx) == 1 else idx
 
 
+def host_array(x: Any, name: str) -> np.ndarray | jax.Array:
+    """``x`` as a NumPy array, or a ``ValueError`` naming ``name`` and what to do (D21).
+
+    JAX arrays and tracers pass as they are. Foreign types JAX cannot read get a message
+    with the fix: a torch tensor that requires grad (``.detach()``), a torch bfloat16
+    tensor (``.float()``: NumPy has no bfloat16), a NumPy float128 array (JAX has no
+    float128), a masked array (fill or weight out the masked entries), a ragged or
+    ``None``-holding list. Lists, pandas, NumPy (ml_dtypes bfloat16 included), torch
+    tensors of other dtypes and memmaps convert as before.
+    """
+    if isinstance(x, (jax.Array, jax.core.Tracer)):
+        return x
+    if isinstance(x, np.ma.MaskedArray):
+        raise ValueError(
+            f"`{name}` is a NumPy masked array; fill the masked entries ({name}.filled(...)) "
+            f"and give them weight 0, or drop them."
+        )
+    if type(x).__module__.split(".")[0] == "torch":
+        if getattr(x, "requires_grad", False):
+            raise ValueError(
+                f"`{name}` is a torch tensor that requires grad; pass {name}.detach()."
+            )
+        if str(getattr(x, "dtype", "")) == "torch.bfloat16":
+            raise ValueError(
+                f"`{name}` is a torch bfloat16 tensor, which NumPy cannot read; pass "
+                f"{name}.float() (or jax.dlpack.from_dlpack({name}))."
+            )
+    try:
+        host = np.asarray(x)
+    except ValueError as err:  # NumPy's "inhomogeneous shape"
+        raise ValueError(
+            f"`{name}` must be a rectangular array; got a ragged {type(x).__name__} "
+            f"(rows of different lengths)."
+        ) from err
+    except Exception as err:  # a foreign library's own error
+        raise ValueError(f"`{name}` must be an array of numbers; got {type(x).__name__}.") from err
+    if host.dtype.kind == "f" and host.dtype.itemsize > 8:
+        raise ValueError(
+            f"`{name}` has dtype {host.dtype}, which JAX does not support; convert it to "
+            f"float64 or float32 first ({name}.astype(numpy.float64))."
+        )
+    if host.dtype == object and host.size:  # Python objects: numbers, None, strings ...
+        if any(v is None for v in host.flat):
+            raise ValueError(f"`{name}` must hold numbers only; got None entries.")
+        host = np.array(host.tolist())
+        if host.dtype == object:
+            kind = type(host.flat[0]).__name__
+            raise ValueError(f"`{name}` must hold numbers only; got values of type {kind}.")
+    if host.dtype.kind in "US":
+        raise ValueError(f"`{name}` must hold real numbers; got dtype {host.dtype}.")
+    return host
+
+
+def to_array(x: Any, name: str) -> jax.Array:
+    """``x`` as a JAX array (:func:`host_array` first for anything else than JAX's own)."""
+    host = host_array(x, name)
+    if not isinstance(host, np.ndarray):
+        return host
+    try:
+        return jnp.asarray(host)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"`{name}` must hold numbers only; got dtype {host.dtype}.") from err
+
+
 def as_float(x: Any, name: str) -> jax.Array:
     """``x`` as a JAX float array; ints and bools become the default float dtype."""
-    try:
-        arr = jnp.asarray(x)
-    except TypeError as err:
-        raise ValueError(f"`{name}` must be an array of numbers; got {type(x).__name__}.") from err
+    arr = to_array(x, name)
     if not (
         jnp.issubdtype(arr.dtype, jnp.floating)
         or jnp.issubdtype(arr.dtype, jnp.integer)
@@ -192,10 +253,7 @@ def _host_labels(labels: Any, name: str) -> np.ndarray | None:
     """The labels as a NumPy array when they are host data (NumPy, lists), else None."""
     if isinstance(labels, (jax.Array, jax.core.Tracer)):
         return None
-    try:
-        return np.asarray(labels)
-    except Exception:  # e.g. a torch tensor that requires grad: let jnp.asarray decide
-        return None
+    return host_array(labels, name)  # foreign types: an error naming `name`
 
 
 def _check_int32_range(values: np.ndarray, name: str, num_classes: int | None) -> None:
@@ -221,12 +279,7 @@ def check_labels(
     range check to a kernel's summary (:mod:`jaxcal._validity`). Returns an int32 array.
     """
     host = _host_labels(labels, name)
-    try:
-        arr = jnp.asarray(labels) if host is None else host
-    except TypeError as err:
-        raise ValueError(
-            f"`{name}` must be an array of integers; got {type(labels).__name__}."
-        ) from err
+    arr = to_array(labels, name) if host is None else host
     if arr.ndim != 1:
         raise ValueError(f"`{name}` must be 1-D of shape ({n},); got shape {arr.shape}.")
     if arr.shape[0] != n:

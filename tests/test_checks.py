@@ -153,3 +153,39 @@ def test_renormalize_under_jit_and_for_binary_probs():
     )  # one float32 division apart
     scores, outcomes = np.array([0.2, 0.9]), np.array([0, 1])
     assert jaxcal.ece(scores, outcomes, renormalize=True) == jaxcal.ece(scores, outcomes)
+
+
+@pytest.mark.parametrize(
+    ("probs", "labels", "match"),
+    [
+        ([[0.5, 0.5], [1.0]], [0, 1], r"`probs` must be a rectangular array; got a ragged list"),
+        ([0.1, None], [0, 1], "`probs` must hold numbers only; got None entries"),
+        (np.ma.masked_array([0.1, 0.2], [0, 1]), [0, 1], r"`probs` is a NumPy masked array"),
+        (P2[:2].astype(np.longdouble), [0, 1], r"`probs` has dtype float128.*float64"),
+        (["a", "b"], [0, 1], "`probs` must hold real numbers; got dtype <U1"),
+        (P2[:2], [0, None], "`labels` must hold numbers only; got None entries"),
+        (P2[:2], [[0], [1, 1]], r"`labels` must be a rectangular array"),
+        (P2[:2], np.ma.masked_array([0, 1], [0, 1]), r"`labels` is a NumPy masked array"),
+    ],
+)
+def test_foreign_inputs_name_the_argument(probs, labels, match):
+    # D21: numpy/JAX messages that did not name the argument, or "got ndarray" for float128.
+    if np.dtype(np.longdouble).itemsize <= 8 and "float128" in match:
+        pytest.skip("long double is float64 on this platform")
+    with pytest.raises(ValueError, match=match):
+        jaxcal.ece(probs, labels)
+
+
+def test_object_arrays_of_numbers_still_work():
+    labels = np.array([1, 0, 1], dtype=object)
+    assert jaxcal.ece(P2, labels) == jaxcal.ece(P2, Y)
+
+
+def test_torch_tensors_that_numpy_cannot_read():
+    torch = pytest.importorskip("torch")
+    probs = torch.tensor(P2, requires_grad=True)
+    with pytest.raises(ValueError, match=r"`probs` is a torch tensor that requires grad.*detach"):
+        jaxcal.ece(probs, torch.tensor(Y))
+    with pytest.raises(ValueError, match=r"`probs` is a torch bfloat16 tensor.*\.float\(\)"):
+        jaxcal.ece(torch.tensor(P2).bfloat16(), Y)
+    assert jaxcal.ece(probs.detach(), torch.tensor(Y)) == jaxcal.ece(P2, Y)
