@@ -59,14 +59,31 @@ AUTO_BATCH_LABELS = 2**20
 # Keys, batches, metrics.
 
 
-def check_key(key: Any) -> jax.Array:
-    """A single typed PRNG key; raw ``uint32`` key data is wrapped (default impl)."""
+def check_key(key: Any, *, seeds: bool = False) -> jax.Array:
+    """A single typed PRNG key; raw ``uint32`` key data is wrapped (default impl).
+
+    The statistical functions take keys only (``seeds=False``): randomness is explicit,
+    and an int there is more likely a mistake (a seed meant for NumPy, a count). The plots
+    (``seeds=True``) also take an int seed in [0, 2**63), their documented default 0
+    giving the same figure on every call; one function checks both, so ``None``, a string
+    or an out-of-range seed get the same message naming ``key`` everywhere (D18).
+    """
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        if not seeds:
+            raise ValueError(
+                f"`key` must be a JAX PRNG key; got the int {key}. Pass "
+                f"jax.random.key({key}) to use it as a seed."
+            )
+        if not 0 <= int(key) < 2**63:
+            raise ValueError(f"`key` as an int seed must lie in [0, 2**63); got {key}.")
+        return jax.random.key(int(key))
+    expected = "a JAX PRNG key (jax.random.key(seed))" + (" or an int seed" if seeds else "")
+    if key is None or isinstance(key, (str, bytes, bool, float)):
+        raise ValueError(f"`key` must be {expected}; got {key!r}.")
     try:
         arr = key if isinstance(key, jax.Array) else jnp.asarray(key)
-    except TypeError as err:
-        raise ValueError(
-            f"`key` must be a JAX PRNG key (jax.random.key(seed)); got {type(key).__name__}."
-        ) from err
+    except (TypeError, ValueError, OverflowError) as err:
+        raise ValueError(f"`key` must be {expected}; got {type(key).__name__}.") from err
     if jnp.issubdtype(arr.dtype, jax.dtypes.prng_key):
         if arr.shape != ():
             raise ValueError(f"`key` must be a single PRNG key; got key array shape {arr.shape}.")
