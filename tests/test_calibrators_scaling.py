@@ -13,7 +13,7 @@ from jaxcal import calibrators as cal
 
 N, K = 400, 5
 TEMP = cal.temperature_scaling()  # built once: every factory call is a new compile
-DIR = cal.dirichlet(odir=1e-2)
+DIR = cal.dirichlet(odir=1e-2, inputs="logits")
 
 
 def _data(seed, scale=3.0, n=N, k=K, dtype=np.float32):
@@ -168,11 +168,11 @@ def _affine_data(seed):
 @pytest.mark.parametrize(
     "name, factory, kind, penalty",
     [
-        ("dirichlet-odir", lambda: cal.dirichlet(odir=(0.5, 0.2)), "dirichlet", {"lam": 0.5, "mu": 0.2}),
+        ("dirichlet-odir", lambda: cal.dirichlet(odir=(0.5, 0.2), inputs="logits"), "dirichlet", {"lam": 0.5, "mu": 0.2}),
         pytest.param("vector", cal.vector_scaling, "vector", {}, marks=pytest.mark.slow),
         pytest.param("matrix-l2", lambda: cal.matrix_scaling(l2=0.01), "matrix", {"l2": 0.01}, marks=pytest.mark.slow),
         pytest.param("matrix", cal.matrix_scaling, "matrix", {}, marks=pytest.mark.slow),
-        pytest.param("dirichlet-l2", lambda: cal.dirichlet(l2=1e-3), "dirichlet", {"l2": 1e-3}, marks=pytest.mark.slow),
+        pytest.param("dirichlet-l2", lambda: cal.dirichlet(l2=1e-3, inputs="logits"), "dirichlet", {"l2": 1e-3}, marks=pytest.mark.slow),
     ],
 )  # fmt: skip
 def test_affine_calibrators_match_scipy_lbfgsb(name, factory, kind, penalty):
@@ -312,3 +312,16 @@ def test_temperature_fit_of_huge_logits_is_honest():
         if bool(params.info.converged):
             assert np.isfinite(float(params.info.loss)), scale
         assert np.isfinite(probs).all(), scale
+
+
+def test_dirichlet_default_input_is_probabilities():
+    # D23: the default was inputs="logits", so probabilities were silently log_softmax-ed
+    # (loss 1.3376 against 1.3319 on the paper's input).
+    logits, labels = _affine_data(16)
+    probs = softmax(logits, axis=1).astype(np.float32)
+    default = cal.dirichlet(odir=1e-2)
+    explicit = cal.dirichlet(odir=1e-2, inputs="probs")
+    fitted = default.fit(probs, labels)
+    assert_close(fitted.info.loss, explicit.fit(probs, labels).info.loss)
+    with pytest.raises(ValueError, match="inputs"):
+        default.fit(logits.astype(np.float32), labels)
