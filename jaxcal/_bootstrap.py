@@ -99,6 +99,21 @@ def check_key(key: Any, *, seeds: bool = False) -> jax.Array:
         raise ValueError(f"`key` is not valid PRNG key data: shape {arr.shape}.") from err
 
 
+def check_n_resamples(n_resamples: Any) -> int:
+    """``n_resamples``: an int >= 2 (D27).
+
+    One resample gives a p-value of exactly 1 (``(1 + 1) / (1 + 1)`` whatever the data)
+    and an interval of zero width: a procedure that cannot answer, so it is refused.
+    """
+    n_resamples = check_positive_int("n_resamples", n_resamples)
+    if n_resamples < 2:
+        raise ValueError(
+            "`n_resamples` must be at least 2 (one resample gives p = 1 and an interval of "
+            f"zero width whatever the data); got {n_resamples}. Use 1000 or more for real."
+        )
+    return n_resamples
+
+
 def check_batch_size(batch_size: Any) -> int | None:
     """``batch_size``: None (automatic) or an int >= 1."""
     return None if batch_size is None else check_positive_int("batch_size", batch_size)
@@ -380,7 +395,7 @@ def consistency_test(
       calibration tutorial.
     """
     static = check_metric(metric)
-    n_resamples = check_positive_int("n_resamples", n_resamples)
+    n_resamples = check_n_resamples(n_resamples)
     batch_size = check_batch_size(batch_size)
     check_option("resample_predictions", resample_predictions, (False, True))
     probs, labels, weights = check_data(probs, labels, weights)

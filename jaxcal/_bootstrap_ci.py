@@ -24,11 +24,12 @@ from jaxcal._bootstrap import (
     check_data,
     check_key,
     check_metric,
+    check_n_resamples,
     evaluate,
     map_batches,
     tail_p_value,
 )
-from jaxcal._checks import check_option, check_positive_int, check_probs
+from jaxcal._checks import check_option, check_probs
 from jaxcal._numerics import compute_dtype
 from jaxcal._random import indices, resample_seeds
 
@@ -70,7 +71,7 @@ class PairedBootstrapResult(NamedTuple):
 def _check_options(metric, n_resamples, confidence, method, batch_size):
     """The checked options both procedures share: (static metric, R, level, batch)."""
     static = check_metric(metric)
-    n_resamples = check_positive_int("n_resamples", n_resamples)
+    n_resamples = check_n_resamples(n_resamples)
     confidence = check_confidence(confidence)
     check_option("method", method, METHODS)
     return static, n_resamples, confidence, check_batch_size(batch_size)

@@ -25,9 +25,10 @@ from jaxcal._bootstrap import (
     check_confidence,
     check_data,
     check_key,
+    check_n_resamples,
     map_batches,
 )
-from jaxcal._checks import check_option, check_positive_int
+from jaxcal._checks import check_option
 from jaxcal._corp import (
     REDUCTIONS,
     binary_problems,
@@ -76,7 +77,7 @@ def _levels(confidence: float) -> tuple[float, float]:
 
 def _checked(probs, labels, weights, key, n_resamples, confidence, batch_size):
     """The validated data, key and resampling options, with the batch plan."""
-    n_resamples = check_positive_int("n_resamples", n_resamples)
+    n_resamples = check_n_resamples(n_resamples)
     confidence = check_confidence(confidence)
     batch_size = check_batch_size(batch_size)
     probs, labels, weights = check_data(probs, labels, weights)

@@ -223,3 +223,18 @@ def test_bad_keys_name_key(key, match):
         consistency_test(jaxcal.ece, P, Y, key=key, n_resamples=R)
     with pytest.raises(ValueError, match=match):
         jaxcal.bootstrap_ci(jaxcal.ece, P, Y, key=key, n_resamples=R)
+
+
+def test_one_resample_is_refused():
+    # D27: n_resamples=1 gave p = 1 and a zero-width interval, whatever the data.
+    match = r"`n_resamples` must be at least 2 .*got 1"
+    with pytest.raises(ValueError, match=match):
+        consistency_test(jaxcal.ece, P, Y, key=KEY, n_resamples=1)
+    with pytest.raises(ValueError, match=match):
+        jaxcal.bootstrap_ci(jaxcal.ece, P, Y, key=KEY, n_resamples=1)
+    with pytest.raises(ValueError, match=match):
+        jaxcal.paired_bootstrap(jaxcal.ece, P, P, Y, key=KEY, n_resamples=1)
+    with pytest.raises(ValueError, match=match):
+        jaxcal.consistency_bands(P, key=KEY, n_resamples=1)
+    with pytest.raises(ValueError, match=match):
+        jaxcal.corp_bands(P, Y, key=KEY, n_resamples=1)
