@@ -181,6 +181,15 @@ def bootstrap_ci(
       they agree to O(1/N), for the mean exactly). It needs a metric that accepts
       ``weights=``; z0 is kept finite (share clipped to [1/2R, 1 - 1/2R]).
 
+    A biased statistic can give an interval that excludes its own estimate: the binned
+    ECE is biased upwards (binning noise adds |gap| > 0 even for a calibrated model),
+    and a resample, holding ties (duplicates), is noisier still, so the percentile
+    interval of ``ece`` sits above θ̂ (estimate 0.1327, interval [0.1342, 0.2677] at
+    N = 30, D28). The interval describes the estimator's sampling spread, not a range
+    for the true calibration error; ``method="bca"`` corrects for the median bias
+    (z0), ``ece(..., norm="l2", debias=True)`` is the debiased estimator, and
+    :func:`consistency_test` answers "is this model calibrated?".
+
     Indices are drawn from the Threefry stream of ``jax.random.split(key,
     n_resamples)[r]`` by Lemire's multiply-shift map (see :mod:`jaxcal._random`), so the
     resamples do not depend on ``batch_size``.
