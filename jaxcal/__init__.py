@@ -1,6 +1,6 @@
 """jaxcal: measure, test and fix the calibration of probabilistic classifiers, in JAX."""
 
-from jaxcal import calibrators, coverage, streaming
+from jaxcal import calibrators, coverage, losses, streaming
 from jaxcal.calibrators import Calibrator
 from jaxcal.metrics import (
     BinStats,
@@ -28,6 +28,7 @@ from jaxcal.metrics import (
     uniform_edges,
 )
 from jaxcal.stats import (
+    ICI,
     BinomialInterval,
     BootstrapResult,
     CalibrationTests,
@@ -50,6 +51,7 @@ from jaxcal.stats import (
     consistency_test,
     corp_bands,
     cumulative_differences,
+    ici,
     ks_test,
     kuiper_test,
     log_brownian_max_sf,
@@ -64,6 +66,7 @@ from jaxcal.stats import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ICI",
     "BinStats",
     "BinomialInterval",
     "BootstrapResult",
@@ -102,11 +105,13 @@ __all__ = [
     "coverage",
     "cumulative_differences",
     "ece",
+    "ici",
     "ks_test",
     "kuiper_test",
     "log_brownian_max_sf",
     "log_brownian_range_sf",
     "log_loss",
+    "losses",
     "mce",
     "mmce",
     "murphy_diagram",

@@ -29,7 +29,9 @@ from jaxcal._checks import check_option, check_probs_labels
 from jaxcal._confidence import scores_and_targets
 from jaxcal._isotonic import (
     IsotonicParams,
+    float_keys,
     isotonic_apply,
+    key_values,
     pava_blocks,
     pool_runs,
     pooled_pava,
@@ -47,26 +49,10 @@ def sort_keys(keys: jax.Array) -> jax.Array:
     return jnp.sort(keys)
 
 
-def float_keys(x: jax.Array) -> jax.Array:
-    """Integers of the floats' width that order like them (``-0.0`` equals ``0.0``; no NaN)."""
-    itype = int_dtype_of(x.dtype)
-    x = jax.lax.stop_gradient(x)
-    bits = jax.lax.bitcast_convert_type(jnp.where(x == 0, 0, x), itype)
-    # Sign and magnitude to two's complement order: flip the magnitude of negatives.
-    return jnp.where(bits < 0, bits ^ jnp.iinfo(itype).max, bits)
-
-
 def order_keys(scores: jax.Array) -> jax.Array:
     """:func:`float_keys` of the scores clipped to [-1, 1], so that twice a key plus one
     fits the integer type (validated scores lie in [0, 1] up to round-off)."""
     return float_keys(jnp.clip(scores, -1, 1))
-
-
-def key_values(keys: jax.Array, dtype: Any) -> jax.Array:
-    """The floats of ``dtype`` whose :func:`float_keys` are ``keys`` (the inverse map)."""
-    itype = keys.dtype
-    bits = jnp.where(keys < 0, keys ^ jnp.iinfo(itype).max, keys)
-    return jax.lax.bitcast_convert_type(bits, dtype)
 
 
 class Knots(NamedTuple):

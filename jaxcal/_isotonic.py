@@ -16,13 +16,13 @@ References:
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._numerics import safe_divide
+from jaxcal._numerics import int_dtype_of, safe_divide
 
 
 class IsotonicParams(NamedTuple):
@@ -224,20 +224,75 @@ def _pava_batched(axis_size, in_batched, wg, sg, size):
     return jax.lax.map(lambda a: pava_stack(*a), args), (True, True, True)
 
 
-def isotonic_fit(s: jax.Array, y: jax.Array, weights: jax.Array | None) -> IsotonicParams:
+class Groups(NamedTuple):
+    """Samples sorted by score and grouped by tied score, in buffers of the sample size N.
+
+    Attributes:
+      x: ``(N,)`` the groups' scores in increasing order (the first ``size`` are used).
+      weight: ``(N,)`` total sample weight of each group.
+      total: ``(N,)`` weighted sum of the targets of each group.
+      size: int32 number U of groups (samples with positive weight only).
+    """
+
+    x: jax.Array
+    weight: jax.Array
+    total: jax.Array
+    size: jax.Array
+
+
+def float_keys(x: jax.Array) -> jax.Array:
+    """Integers of the floats' width that order like them (``-0.0`` equals ``0.0``; no NaN).
+
+    XLA:CPU sorts integers an order of magnitude faster than floats (whose comparator
+    handles NaN): 1.7 ms against 23 ms for 5e4 float32 scores.
+    """
+    itype = int_dtype_of(x.dtype)
+    x = jax.lax.stop_gradient(x)
+    bits = jax.lax.bitcast_convert_type(jnp.where(x == 0, 0, x), itype)
+    # Sign and magnitude to two's complement order: flip the magnitude of negatives.
+    return jnp.where(bits < 0, bits ^ jnp.iinfo(itype).max, bits)
+
+
+def key_values(keys: jax.Array, dtype: Any) -> jax.Array:
+    """The floats of ``dtype`` whose :func:`float_keys` are ``keys`` (the inverse map)."""
+    itype = keys.dtype
+    bits = jnp.where(keys < 0, keys ^ jnp.iinfo(itype).max, keys)
+    return jax.lax.bitcast_convert_type(bits, dtype)
+
+
+def sorted_groups(
+    s: jax.Array, y: jax.Array, weights: jax.Array | None, ties: str = "resolution"
+) -> Groups:
+    """Sort the scores once and sum each group of tied scores (zero-weight samples dropped).
+
+    ``ties``: as :func:`tie_starts` (``"exact"``: each distinct score its own group, as
+    Venn-Abers and centred isotonic regression need). Only the scores are sorted (as
+    integer keys, :func:`float_keys`); each sample finds its group by a binary search, and
+    the groups' sums are scatter-adds.
+    """
     n = s.shape[0]
     dtype = s.dtype
     w = jnp.ones((n,), dtype) if weights is None else weights.astype(dtype)
     valid = w > 0  # zero-weight samples are dropped, as in scikit-learn
-    key = jnp.where(valid, s, jnp.inf)
-    order = jnp.argsort(key, stable=True)
-    xs, ys, ws, vs = key[order], y.astype(dtype)[order], w[order], valid[order]
-    new = tie_starts(xs, vs, "resolution")
+    top = jnp.iinfo(int_dtype_of(dtype)).max
+    key = jnp.where(valid, float_keys(s), top)
+    keys = jnp.sort(key)
+    live = keys != top
+    xs = key_values(keys, dtype)
+    new = tie_starts(keys if ties == "exact" else xs, live, ties)
     size = jnp.sum(new).astype(jnp.int32)
-    gid = jnp.maximum(jnp.cumsum(new.astype(jnp.int32)) - 1, 0)
-    wg = jax.ops.segment_sum(jnp.where(vs, ws, 0), gid, n)
-    sg = jax.ops.segment_sum(jnp.where(vs, ws * ys, 0), gid, n)
-    xg = jnp.zeros((n,), dtype).at[jnp.where(new, gid, n)].set(xs, mode="drop")
+    cum = jnp.cumsum(new.astype(jnp.int32))
+    gid = jnp.maximum(cum[jnp.searchsorted(keys, key)] - 1, 0)
+    wv = jnp.where(valid, w, 0)
+    wg = jax.ops.segment_sum(wv, gid, n)
+    sg = jax.ops.segment_sum(wv * y.astype(dtype), gid, n)
+    xg = jnp.zeros((n,), dtype).at[jnp.where(new, cum - 1, n)].set(xs, mode="drop")
+    return Groups(xg, wg, sg, size)
+
+
+def isotonic_fit(s: jax.Array, y: jax.Array, weights: jax.Array | None) -> IsotonicParams:
+    n = s.shape[0]
+    xg, wg, sg, size = sorted_groups(s, y, weights, "resolution")
     # scikit-learn averages each group first, then pools means with the group weights.
     mg = safe_divide(sg, wg)
     fitted = pava(jnp.where(wg > 0, wg, 1), mg * wg, size)

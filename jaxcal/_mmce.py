@@ -59,9 +59,9 @@ def laplace_quadratic_form(x: jax.Array, a: jax.Array, bandwidth: jax.Array) -> 
     return jnp.sum(as_ * (2 * cum - as_))
 
 
-@partial(jax.jit, static_argnames=("variant",))
-def _mmce_kernel(probs, labels, weights, bandwidth, variant):
-    rows = input_row_stats(probs)
+def mmce_value(probs, labels, weights, bandwidth, variant, rows=None):
+    """The MMCE of ``(probs, labels, weights)`` (traceable; shared with
+    :func:`jaxcal.losses.mmce_loss`). ``rows``: the caller's ``input_row_stats``."""
     r, c = float_scores_targets(probs, labels, rows)
     dtype = r.dtype
     w = sample_weights(weights, r)
@@ -75,7 +75,14 @@ def _mmce_kernel(probs, labels, weights, bandwidth, variant):
         a = w * (c * safe_divide(1 - r, m_correct) - (1 - c) * safe_divide(r, m_wrong))
         live = (m_correct > 0) & (m_wrong > 0)
     q = laplace_quadratic_form(r, a, h)
-    return jnp.where(live, safe_sqrt(q), 0), summarize(probs, labels, weights, rows)
+    return jnp.where(live, safe_sqrt(q), 0)
+
+
+@partial(jax.jit, static_argnames=("variant",))
+def _mmce_kernel(probs, labels, weights, bandwidth, variant):
+    rows = input_row_stats(probs)
+    value = mmce_value(probs, labels, weights, bandwidth, variant, rows)
+    return value, summarize(probs, labels, weights, rows)
 
 
 def mmce(

@@ -176,13 +176,20 @@ def _soft_ece_core_jvp(n_bins, norm, primals, tangents):
     return value, out
 
 
-@partial(jax.jit, static_argnames=("n_bins", "norm"))
-def _soft_ece_kernel(probs, labels, weights, temperature, n_bins, norm):
-    rows = input_row_stats(probs)
+def soft_ece_value(probs, labels, weights, temperature, n_bins, norm, rows=None):
+    """The soft ECE of ``(probs, labels, weights)`` (traceable; shared with
+    :func:`jaxcal.losses.soft_ece_loss`). ``rows``: the caller's ``input_row_stats``."""
     s, y = float_scores_targets(probs, labels, rows)
     w = sample_weights(weights, s)
     t = jnp.asarray(temperature).astype(s.dtype)
-    return _soft_ece_core(s, y, w, t, n_bins, norm), summarize(probs, labels, weights, rows)
+    return _soft_ece_core(s, y, w, t, n_bins, norm)
+
+
+@partial(jax.jit, static_argnames=("n_bins", "norm"))
+def _soft_ece_kernel(probs, labels, weights, temperature, n_bins, norm):
+    rows = input_row_stats(probs)
+    value = soft_ece_value(probs, labels, weights, temperature, n_bins, norm, rows)
+    return value, summarize(probs, labels, weights, rows)
 
 
 def soft_ece(
@@ -228,6 +235,10 @@ def soft_ece(
     everywhere, including scores of exactly 0 or 1 and bins with no mass (their gap is
     bounded by 1 and weighted by their mass). ``temperature`` is traced, not static:
     changing it does not recompile.
+
+    This is the metric. To train with it, use :func:`jaxcal.losses.soft_ece_loss` (on
+    logits, with the authors' l2 norm and the temperature chosen in our experiment), and
+    see its documentation for what it did there.
 
     Args:
       probs: ``(N,)`` positive-class probabilities or ``(N, K)`` rows on the simplex.

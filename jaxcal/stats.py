@@ -1,4 +1,5 @@
-"""Statistical tests of calibration, Brownian-motion series and the bootstrap (public namespace)."""
+"""Statistical tests of calibration, clinical calibration measures, Brownian-motion series
+and the bootstrap (public namespace)."""
 
 from jaxcal._bootstrap import ConsistencyTestResult, consistency_test
 from jaxcal._bootstrap_ci import (
@@ -14,6 +15,11 @@ from jaxcal._brownian import (
     brownian_range_sf,
     log_brownian_max_sf,
     log_brownian_range_sf,
+)
+from jaxcal._clinical import (
+    CalibrationSlopeIntercept,
+    WaldEstimate,
+    calibration_slope_intercept,
 )
 from jaxcal._confidence import confidence_and_correctness
 from jaxcal._corp_resampling import (
@@ -32,6 +38,8 @@ from jaxcal._cumulative import (
     kuiper_test,
     spiegelhalter_test,
 )
+from jaxcal._hosmer_lemeshow import hosmer_lemeshow_test, log_chi2_sf
+from jaxcal._ici import ICI, ici
 from jaxcal._intervals import (
     BinomialInterval,
     ConsistencyBands,
@@ -41,24 +49,34 @@ from jaxcal._intervals import (
     reliability_intervals,
     wilson_interval,
 )
+from jaxcal._observed_expected import (
+    ObservedExpected,
+    observed_expected_ratio,
+    prevalence_weights,
+)
 
 __all__ = [
+    "ICI",
     "BinomialInterval",
     "BootstrapResult",
+    "CalibrationSlopeIntercept",
     "CalibrationTests",
     "ConsistencyBands",
     "ConsistencyTestResult",
     "CorpBands",
     "CumulativeDifferences",
     "DecompositionIntervals",
+    "ObservedExpected",
     "PairedBootstrapResult",
     "ReliabilityIntervals",
     "TestResult",
+    "WaldEstimate",
     "bootstrap_ci",
     "brownian_max_cdf",
     "brownian_max_sf",
     "brownian_range_cdf",
     "brownian_range_sf",
+    "calibration_slope_intercept",
     "calibration_tests",
     "clopper_pearson_interval",
     "confidence_and_correctness",
@@ -66,11 +84,16 @@ __all__ = [
     "consistency_test",
     "corp_bands",
     "cumulative_differences",
+    "hosmer_lemeshow_test",
+    "ici",
     "ks_test",
     "kuiper_test",
     "log_brownian_max_sf",
     "log_brownian_range_sf",
+    "log_chi2_sf",
+    "observed_expected_ratio",
     "paired_bootstrap",
+    "prevalence_weights",
     "reliability_intervals",
     "score_decomposition_ci",
     "spiegelhalter_test",

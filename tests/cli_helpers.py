@@ -61,7 +61,8 @@ def check_schema(doc, *, fit):
     assert settings["interval"] == "percentile bootstrap" and settings["confidence"] == 0.95
     for model in doc["models"]:
         assert set(model) == {
-            "name", "source", "n", "num_classes", "binary", "inputs", "metrics", "tests", "fit"
+            "name", "source", "n", "num_classes", "binary", "inputs", "metrics", "tests", "fit",
+            "clinical",
         }  # fmt: skip
         assert model["inputs"] in ("probs", "logits")
         with_interval = {"accuracy", "ece", "ece_quantile", "ece_l2_debiased", "brier", "log_loss"}
@@ -90,14 +91,28 @@ def check_schema(doc, *, fit):
         for t in model["tests"].values():
             assert set(t) == {"statistic", "p_value", "log10_p_value"}
             assert 0 <= t["p_value"] <= 1 and t["log10_p_value"] <= 1e-6
+        if model["binary"]:
+            clinical = model["clinical"]
+            fitted = {"slope", "intercept", "citl"}
+            summaries = {"ici", "e50", "e90", "emax"}
+            assert set(clinical) == fitted | summaries | {"hosmer_lemeshow"}
+            for name in fitted:
+                c = clinical[name]
+                assert c["low"] <= c["value"] <= c["high"], name
+            for name in summaries:
+                assert 0 <= clinical[name]["value"] <= 1 and clinical[name]["low"] is None
+            hl = clinical["hosmer_lemeshow"]
+            assert hl["statistic"] >= 0 and 0 < hl["p_value"] <= 1
+        else:
+            assert model["clinical"] is None
         if fit:
             f = model["fit"]
             assert set(f) == {"folds", "seed", "temperature_inputs", "results"}
             names = ["uncalibrated", "temperature_scaling"]
             names += (
-                ["platt", "isotonic"]
+                ["platt", "isotonic", "centred_isotonic", "venn_abers"]
                 if model["binary"]
-                else ["top_label_platt", "top_label_isotonic"]
+                else ["top_label_platt", "top_label_isotonic", "venn_abers"]
             )
             assert list(f["results"]) == names
             for r in f["results"].values():

@@ -17,6 +17,7 @@ NAMESPACES = (
     "jaxcal.calibrators",
     "jaxcal.streaming",
     "jaxcal.coverage",
+    "jaxcal.losses",
     "jaxcal.plot",
 )
 

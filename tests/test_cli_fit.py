@@ -22,6 +22,7 @@ def test_fit_shows_before_and_after_on_held_out_folds(tmp_path, capsys):
         "temperature scaling",
         "top-label Platt",
         "top-label isotonic",
+        "Venn-Abers (merged)",
     }
     before = rows["uncalibrated"]
     for name in ("temperature scaling", "top-label Platt", "top-label isotonic"):

@@ -9,7 +9,8 @@ guessed from the values. :func:`to_probs` and :func:`to_logits` convert between 
 Multiclass on ``(N, K)``: :func:`temperature_scaling`, :func:`vector_scaling`,
 :func:`matrix_scaling`, :func:`dirichlet`. Binary on ``(N,)`` scores:
 :func:`platt_scaling`, :func:`beta_calibration`, :func:`histogram_binning`,
-:func:`isotonic`, :func:`scaling_binning`. Reductions of multiclass to binary:
+:func:`isotonic`, :func:`centred_isotonic`, :func:`scaling_binning`, :func:`venn_abers`
+(with :func:`venn_abers_interval`). Reductions of multiclass to binary:
 :func:`top_label`, :func:`classwise`.
 """
 
@@ -17,6 +18,7 @@ from jaxcal._isotonic import IsotonicParams
 from jaxcal.calibrators._affine import AffineParams, dirichlet, matrix_scaling, vector_scaling
 from jaxcal.calibrators._base import Calibrator, FitInfo, minimize
 from jaxcal.calibrators._binary import BetaParams, PlattParams, beta_calibration, platt_scaling
+from jaxcal.calibrators._centred_isotonic import centred_isotonic
 from jaxcal.calibrators._inputs import to_logits, to_probs
 from jaxcal.calibrators._nonparametric import (
     HistogramParams,
@@ -27,6 +29,7 @@ from jaxcal.calibrators._nonparametric import (
 )
 from jaxcal.calibrators._reductions import classwise, top_label
 from jaxcal.calibrators._temperature import TemperatureParams, temperature_scaling
+from jaxcal.calibrators._venn_abers import VennAbersParams, venn_abers, venn_abers_interval
 
 __all__ = [
     "AffineParams",
@@ -38,7 +41,9 @@ __all__ = [
     "PlattParams",
     "ScalingBinningParams",
     "TemperatureParams",
+    "VennAbersParams",
     "beta_calibration",
+    "centred_isotonic",
     "classwise",
     "dirichlet",
     "histogram_binning",
@@ -52,4 +57,6 @@ __all__ = [
     "to_probs",
     "top_label",
     "vector_scaling",
+    "venn_abers",
+    "venn_abers_interval",
 ]

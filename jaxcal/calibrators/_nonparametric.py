@@ -158,11 +158,17 @@ def isotonic(*, inputs: str = "probs") -> Calibrator:
       classifier scores into accurate multiclass probability estimates", KDD;
       scikit-learn's ``IsotonicRegression`` (the tie grouping and the interpolation).
     """
+    return interpolating_calibrator(isotonic_fit, inputs)
+
+
+def interpolating_calibrator(fit_kernel, inputs: str) -> Calibrator:
+    """A binary calibrator whose fit returns IsotonicParams knots, applied by
+    :func:`jaxcal._isotonic.isotonic_apply` (clipped linear interpolation)."""
     check_option("inputs", inputs, BINARY_INPUTS)
 
     @jax.jit
     def _fit(x, labels, weights):
-        return isotonic_fit(x.astype(compute_dtype(x.dtype)), labels, weights)
+        return fit_kernel(x.astype(compute_dtype(x.dtype)), labels, weights)
 
     @jax.jit
     def _apply(params, x):

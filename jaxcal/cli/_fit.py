@@ -2,8 +2,9 @@
 
 Each calibrator is fitted K times at once (``vmap`` over fold weights: the held-out fold
 weighted 0) and applied to every sample; each sample keeps the prediction of the fit that
-did not see it. Temperature scaling, and top-label Platt scaling and isotonic regression
-(multiclass) or Platt scaling and isotonic regression (binary), are scored by the ECE,
+did not see it. Temperature scaling, Venn-Abers (merged probabilities), and top-label
+Platt scaling and isotonic regression (multiclass) or Platt scaling, isotonic and centred
+isotonic regression (binary), are scored by the ECE,
 log loss, Brier score and accuracy of those held-out predictions.
 """
 
@@ -39,6 +40,11 @@ def _calibrators(binary: bool, logits_input: bool) -> dict[str, tuple[Any, str]]
             "temperature_scaling": (temperature, "pair"),
             "platt": (_calibrator("platt", calibrators.platt_scaling), "probs"),
             "isotonic": (_calibrator("isotonic", calibrators.isotonic), "probs"),
+            "centred_isotonic": (
+                _calibrator("centred_isotonic", calibrators.centred_isotonic),
+                "probs",
+            ),
+            "venn_abers": (_calibrator("venn_abers", calibrators.venn_abers), "probs"),
         }
     return {
         "temperature_scaling": (temperature, "scores"),
@@ -52,6 +58,10 @@ def _calibrators(binary: bool, logits_input: bool) -> dict[str, tuple[Any, str]]
             _calibrator(
                 "top_label_isotonic", lambda: calibrators.top_label(calibrators.isotonic())
             ),
+            "probs",
+        ),
+        "venn_abers": (
+            _calibrator("venn_abers_multiclass", lambda: calibrators.venn_abers(multiclass=True)),
             "probs",
         ),
     }

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 import jaxcal
+from jaxcal.cli._clinical import print_clinical
 from jaxcal.cli._io import InputError, Model
 from jaxcal.cli._report import CORP_ROWS, DECOMPOSITION, ROW_ORDER, metric_specs
 from jaxcal.plot import corp_diagram, cumulative_differences_plot, reliability_diagram
@@ -97,6 +98,7 @@ def print_report(models: list[Model], results: list[dict], settings: dict, out) 
         f"(1 + {resamples}), labels drawn from the predictions.",
         file=out,
     )
+    print_clinical(models, results, pct, _num, format_p, _table, out)
     if all(r.get("fit") for r in results):
         _print_fit(models, results, settings, out)
 
@@ -121,6 +123,8 @@ FIT_LABELS = {
     "top_label_isotonic": "top-label isotonic",
     "platt": "Platt scaling",
     "isotonic": "isotonic regression",
+    "centred_isotonic": "centred isotonic",
+    "venn_abers": "Venn-Abers (merged)",
 }
 
 
@@ -171,6 +175,7 @@ def report_json(models: list[Model], results: list[dict], settings: dict) -> dic
                     "inputs": m.inputs,
                     "metrics": r["metrics"],
                     "tests": r["tests"],
+                    "clinical": r.get("clinical"),
                     "fit": r.get("fit"),
                 }
                 for m, r in zip(models, results, strict=True)

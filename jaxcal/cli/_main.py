@@ -55,6 +55,10 @@ of an earlier revision reads every later one)::
                                   "high": float or null}},
                "tests": {NAME: {"statistic": float or null, "p_value": float,
                                 "log10_p_value": float or null}},
+               "clinical": null (multiclass) or {CLINICAL: {"value": float,
+                           "low": float or null, "high": float or null},
+                           "hosmer_lemeshow": {"statistic": float, "p_value": float,
+                                               "log10_p_value": float}},
                "fit": null or {"folds": int, "seed": int,
                                "temperature_inputs": "logits" | "log_probs",
                                "results": {CALIBRATOR: {"ece": float, "log_loss": float,
@@ -68,9 +72,11 @@ CORP decomposition ``corp_brier``, ``corp_brier_miscalibration``,
 of the schema) (with intervals); ``brier_reliability``, ``brier_resolution``, ``brier_uncertainty``,
 ``brier_within_bin_variance``, ``brier_within_bin_covariance``, and ``positive_rate``
 (binary only) without. Test NAMEs: ``ks``, ``kuiper``, ``spiegelhalter`` (two-sided),
-``ece_consistency``. CALIBRATORs: ``uncalibrated``, ``temperature_scaling``, and
-``top_label_platt``, ``top_label_isotonic`` (multiclass) or ``platt``, ``isotonic``
-(binary). Non-finite numbers are written as null (an infinite statistic when sigma = 0,
+``ece_consistency``. CALIBRATORs: ``uncalibrated``, ``temperature_scaling``,
+``venn_abers``, and ``top_label_platt``, ``top_label_isotonic`` (multiclass) or ``platt``,
+``isotonic``, ``centred_isotonic`` (binary). CLINICAL (binary models): ``slope``,
+``intercept``, ``citl`` (with 95% Wald intervals), ``ici``, ``e50``, ``e90``, ``emax``
+(loess). Non-finite numbers are written as null (an infinite statistic when sigma = 0,
 log10 of a p-value of 0). Binary ``accuracy`` predicts the positive class when p > 1/2.
 
 Errors in the input (missing keys, wrong shapes, pickles, non-numeric CSV cells, NaN,

@@ -18,6 +18,7 @@ from jax.scipy.special import log_ndtr
 
 import jaxcal
 from jaxcal import stats
+from jaxcal.cli._clinical import clinical_numbers, to_host
 from jaxcal.cli._io import Model
 
 #: Level of the bootstrap intervals.
@@ -147,6 +148,8 @@ def _report_kernel_impl(probs, labels, key, n_bins, n_resamples):
         n_resamples=n_resamples,
     )
     out["ece_consistency"] = (cons.statistic, cons.p_value, jnp.log(cons.p_value))
+    if binary:
+        out["clinical"] = clinical_numbers(probs, labels, CONFIDENCE)
     return out
 
 
@@ -158,6 +161,7 @@ def compute_report(model: Model, *, n_bins: int, n_resamples: int, seed: int) ->
     )
     raw = jax.device_get(raw)
     metrics, tests = {}, {}
+    clinical = to_host(raw.pop("clinical")) if "clinical" in raw else None
     for name, values in raw.items():
         values = [float(v) for v in values]
         if name in ("ks", "kuiper", "spiegelhalter", "ece_consistency"):
@@ -168,7 +172,7 @@ def compute_report(model: Model, *, n_bins: int, n_resamples: int, seed: int) ->
         else:
             metrics[name] = {"value": values[0], "low": None, "high": None}
     metrics = {k: metrics[k] for k in ROW_ORDER if k in metrics}
-    return {"metrics": metrics, "tests": tests}
+    return {"metrics": metrics, "tests": tests, "clinical": clinical}
 
 
 _JIT_ONCE: dict[str, Any] = {}

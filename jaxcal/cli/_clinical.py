@@ -1,0 +1,93 @@
+"""The clinical block of ``jaxcal report`` for binary models.
+
+Calibration slope and intercept and calibration-in-the-large with Wald intervals
+(:func:`jaxcal.stats.calibration_slope_intercept`), the integrated calibration index and
+its quantiles (:func:`jaxcal.ici`, loess as Austin & Steyerberg), and the Hosmer-Lemeshow
+test (:func:`jaxcal.stats.hosmer_lemeshow_test`). Self-contained: the report calls
+:func:`clinical_numbers` inside its jitted kernel and :func:`print_clinical` after the
+tests.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+
+import jaxcal
+from jaxcal import stats
+
+#: (key, label) of the rows, in order.
+ROWS = (
+    ("slope", "calibration slope (1 when calibrated)"),
+    ("intercept", "calibration intercept (0)"),
+    ("citl", "calibration-in-the-large (0)"),
+    ("ici", "ICI, loess (0)"),
+    ("e50", "  E50"),
+    ("e90", "  E90"),
+    ("emax", "  Emax"),
+)
+
+
+FITTED = ("slope", "intercept", "citl")
+SUMMARIES = ("ici", "e50", "e90", "emax")
+
+
+def clinical_numbers(probs, labels, confidence: float) -> dict:
+    """0-d arrays of the clinical block (called inside the report's jitted kernel)."""
+    fit = stats.calibration_slope_intercept(probs, labels, confidence=confidence)
+    out = {key: (e.estimate, e.low, e.high) for key, e in zip(FITTED, fit[:3], strict=True)}
+    for key, value in zip(SUMMARIES, jaxcal.ici(probs, labels), strict=True):
+        out[key] = (value,)
+    hl = stats.hosmer_lemeshow_test(probs, labels)
+    # log of the p-value (floored at the dtype's smallest normal, as documented).
+    out["hosmer_lemeshow"] = (hl.statistic, hl.p_value, jnp.log(hl.p_value))
+    return out
+
+
+def to_host(raw: dict) -> dict:
+    """The JSON form: ``{NAME: {"value", "low", "high"}}`` and the Hosmer-Lemeshow test."""
+    out = {}
+    for key, _ in ROWS:
+        values = [float(v) for v in raw[key]]
+        low, high = (values[1], values[2]) if len(values) == 3 else (None, None)
+        out[key] = {"value": values[0], "low": low, "high": high}
+    stat, p, log_p = (float(v) for v in raw["hosmer_lemeshow"])
+    out["hosmer_lemeshow"] = {
+        "statistic": stat,
+        "p_value": p,
+        "log10_p_value": log_p / math.log(10),
+    }
+    return out
+
+
+def print_clinical(models, results, pct: int, num, format_p, table, out) -> None:
+    """The block, one column pair per binary model (nothing when none is binary)."""
+    blocks = [r.get("clinical") for r in results]
+    if not any(blocks):
+        return
+    print(
+        f"\nClinical calibration (binary models; {pct}% Wald intervals, "
+        "Van Calster et al. 2016, Austin & Steyerberg 2019)",
+        file=out,
+    )
+    rows = [["measure"] + [h for m in models for h in (f"{pct}% interval", m.name)]]
+    for key, label in ROWS:
+        row = [label]
+        for block in blocks:
+            if not block:
+                row += ["", ""]
+                continue
+            cell = block[key]
+            interval = "" if cell["low"] is None else f"[{num(cell['low'])}, {num(cell['high'])}]"
+            row += [interval, num(cell["value"])]
+        rows.append(row)
+    row = ["Hosmer-Lemeshow C (10 groups), p"]
+    for block in blocks:
+        if not block:
+            row += ["", ""]
+            continue
+        hl = block["hosmer_lemeshow"]
+        row += [num(hl["statistic"]), format_p(hl["p_value"], hl["log10_p_value"])]
+    rows.append(row)
+    table(rows, out)
