@@ -58,16 +58,17 @@ def quantile_edges(
 ) -> jax.Array:
     """Equal-mass edges: 0, the M - 1 inner (weighted) empirical quantiles of ``scores``, 1.
 
-    With ``closed="right"`` the inner edge b is the smallest sorted score whose cumulative
-    weight reaches b/M of the total (bins (e_b, e_{b+1}] then hold the first b/M of the
-    mass); with ``closed="left"`` it is the first score past that mass (bins [e_b, e_{b+1})).
-    Unweighted, N = 1000 distinct scores into M = 10 bins give ten bins of 100.
+    The edges the metrics use with ``binning="quantile"``: inner edge b is, for
+    ``closed="right"``, the first sorted score at which the cumulative weight reaches b/M
+    of the total, so bin (e_b, e_{b+1}] holds the next M-th of the mass; for
+    ``closed="left"``, the first score beyond it. 1000 distinct unweighted scores into
+    10 bins give 100 per bin.
 
     Args:
-      scores: ``(N,)`` values in [0, 1], N >= 1.
-      n_bins: M, an integer >= 1.
-      closed: ``"right"`` or ``"left"``, the convention the edges will be used with.
-      weights: optional ``(N,)`` non-negative weights (weighted quantiles).
+      scores: ``(N,)`` values in [0, 1] (N >= 1).
+      n_bins: M >= 1 (an int).
+      closed: the bin convention the edges are meant for, ``"right"`` or ``"left"``.
+      weights: ``(N,)`` non-negative weights for weighted quantiles, or None.
 
     Returns:
       ``(M + 1,)`` non-decreasing edges in the scores' compute dtype.
