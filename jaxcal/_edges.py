@@ -14,7 +14,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcal import _binning
+from jaxcal._binning import CLOSED
+from jaxcal._binning import quantile_edges as binned_quantile_edges
+from jaxcal._binning import uniform_edges as binned_uniform_edges
 from jaxcal._checks import (
     as_float,
     check_option,
@@ -50,7 +52,7 @@ def uniform_edges(n_bins: int, dtype: Any = jnp.float32) -> jax.Array:
     if given is None or not jnp.issubdtype(given, jnp.floating):
         shown = dtype if given is None else given.name
         raise ValueError(f"`dtype` must be a floating dtype (that of the scores); got {shown!r}.")
-    return _binning.uniform_edges(n_bins, dtype)
+    return binned_uniform_edges(n_bins, dtype)
 
 
 def quantile_edges(
@@ -81,10 +83,10 @@ def quantile_edges(
       [0.0, 0.2..., 0.4..., 1.0]
     """
     n_bins = check_positive_int("n_bins", n_bins)
-    check_option("closed", closed, _binning.CLOSED)
+    check_option("closed", closed, CLOSED)
     arr = as_float(scores, "scores")
     if arr.ndim != 1 or arr.shape[0] == 0:
         raise ValueError(f"`scores` must be 1-D of shape (N,) with N >= 1; got shape {arr.shape}.")
     check_unit_interval("scores", arr)
     weights = check_weights(weights, arr.shape[0])
-    return _binning.quantile_edges(arr, n_bins, closed, weights)
+    return binned_quantile_edges(arr, n_bins, closed, weights)
