@@ -1,6 +1,7 @@
 """Test configuration: JAX runs strict, as in equinox's suite (STYLE.md).
 
-``jax.config.update`` belongs here and nowhere else. Float64 tests use the
+``jax.config.update`` belongs here and nowhere else (the ``jaxcal`` command line, an
+application, also sets the compilation cache for itself). Float64 tests use the
 ``jax.enable_x64()`` context manager (see ``tests/helpers.py::x64``).
 
 Tests run with strict dtype promotion and rank promotion raising, so that a kernel that
@@ -11,6 +12,7 @@ promotion, the setting users have.
 
 import importlib.util
 import os
+from pathlib import Path
 
 import jax
 import pytest
@@ -22,6 +24,20 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 
 # Modules whose doctests need an optional extra (tests/ skip with importorskip instead).
 collect_ignore = [] if importlib.util.find_spec("flax") else ["jaxcal/streaming/_nnx.py"]
+
+# Compiled code is kept between test runs: most of the suite's time is XLA compiling, and
+# CI runs it in three processes (fast tests, slow tests, the demo). JAX's persistent
+# compilation cache goes to $JAXCAL_CACHE_DIR/jax, by default .cache/jaxcal/jax in the
+# checkout (git-ignored; deleting it is always safe); every compilation is written, however
+# short (JAX's default threshold, 1 s, would leave out most of the suite's). The
+# `jaxcal report` runs of the CLI tests (in this process and in subprocesses) keep their
+# kernels in $JAXCAL_CACHE_DIR/kernels. JAXCAL_NO_COMPILATION_CACHE=1 runs without either.
+if os.environ.get("JAXCAL_NO_COMPILATION_CACHE", "").strip().lower() in ("", "0", "false", "no"):
+    _cache = Path(
+        os.environ.setdefault("JAXCAL_CACHE_DIR", str(Path(__file__).parent / ".cache" / "jaxcal"))
+    )
+    jax.config.update("jax_compilation_cache_dir", str(_cache / "jax"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -19,10 +19,18 @@ API:
   ``compile_seconds(fn, *args, **static) -> tuple[float, float]``: (trace + lower, compile).
   ``environment() -> str``: one line with jax / jaxlib / numpy versions, CPU, cores, load.
   ``fmt_ms(seconds) -> str``: milliseconds with 3 significant digits.
+  ``read_floor(*arrays) -> callable``: a jitted read of the same device arrays (one sum
+    each), the floor every jaxcal kernel is compared with.
+  ``sort_floor(scores, labels) -> callable``: ``np.sort`` of the packed (score bits,
+    label) uint64 keys, the floor of the sort-based tests.
+  ``Table``, ``write_tables(path, tables)``: the machine-readable results every script
+    writes with ``--json PATH``, from which ``run_all.py`` renders README's tables.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import platform
 import time
@@ -30,6 +38,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 # A call is always timed at least this many times, even when it exhausts its budget.
@@ -163,3 +172,79 @@ def fmt_ms(seconds: float) -> str:
     if ms >= 1:
         return f"{ms:.2f}"
     return f"{ms:.3f}"
+
+
+def read_floor(*arrays: Any) -> Callable[[], Any]:
+    """A zero-argument jitted read of ``arrays`` (one sum each, compiled here).
+
+    Any kernel must read its inputs at least once, so this is the floor of a jaxcal
+    kernel on the same device arrays (integer arrays are summed in int32: no conversion
+    pass).
+    """
+    read = jax.jit(lambda *xs: tuple(jnp.sum(x) for x in xs))
+    _sync(read(*arrays))
+    return lambda: read(*arrays)
+
+
+def sort_floor(scores: np.ndarray, labels: np.ndarray) -> Callable[[], Any]:
+    """A zero-argument ``np.sort`` of the packed (float32 score bits, label) uint64 keys.
+
+    The sort-based tests of calibration must order the samples by score: NumPy's sort of
+    one integer key per sample is the floor of that step on CPU. Scores are in [0, 1], so
+    their float32 bit patterns sort as the scores do.
+    """
+    bits = np.asarray(scores, np.float32).view(np.uint32).astype(np.uint64)
+    keys = (bits << np.uint64(32)) | np.asarray(labels).astype(np.uint64)
+    return lambda: np.sort(keys)
+
+
+@dataclasses.dataclass
+class Table:
+    """One benchmark table, as ``run_all.py`` renders it into README.
+
+    ``rows``: dicts with ``size`` (the group the row belongs to: a size such as ``"1e6"``,
+    or what ``group`` names), ``name``, ``seconds`` (steady-state median, None when
+    skipped), optional ``compile_s`` (trace + lower + XLA compile of a new shape), ``kind``
+    (``"jaxcal"``, ``"peer"`` or ``"floor"``) and ``value`` (the result, to see that the
+    rows agree). Ratios are taken within each group against the row named ``reference``
+    (÷ jaxcal) and the row named ``floor`` (÷ floor).
+    """
+
+    key: str
+    title: str
+    command: str
+    environment: str
+    clock: str
+    reference: str
+    floor: str | None
+    rows: list[dict[str, Any]]
+    notes: list[str] = dataclasses.field(default_factory=list)
+    unit: str = "ms"
+    group: str = "N"
+
+
+def size_label(n: float) -> str:
+    """``1e6`` for 1_000_000, ``2e3`` for 2000 (one significant digit when exact)."""
+    mantissa, exponent = f"{n:.0e}".split("e")
+    label = f"{mantissa}e{int(exponent)}"
+    return label if float(label) == n else f"{n:,}"
+
+
+def row(size, name, seconds, *, kind="peer", compile_s=None, value=None) -> dict[str, Any]:
+    """A row of a :class:`Table` (``size`` formatted by :func:`size_label` if a number)."""
+    return dict(
+        size=size if isinstance(size, str) else size_label(size),
+        name=name,
+        seconds=None if seconds is None else float(seconds),
+        compile_s=None if compile_s is None else float(compile_s),
+        kind=kind,
+        value=value,
+    )
+
+
+def write_tables(path: str | None, tables: list[Table]) -> None:
+    """Write ``tables`` as JSON to ``path`` (nothing when ``path`` is None)."""
+    if path is None:
+        return
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump([dataclasses.asdict(t) for t in tables], f, indent=1)

@@ -37,18 +37,22 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _timing import Table, environment, read_floor, row, size_label, write_tables
 
 import jaxcal
 from jaxcal._random import blocks, threshold
 from jaxcal.stats import consistency_test
 
 N_BINS = 15
+REFERENCE = "jaxcal consistency_test (ece fast path)"
+FLOOR = "floor: jax.jit read of probs, labels (once)"
 
 
 def _timed(fn, reps):
@@ -175,6 +179,10 @@ def bench_consistency(n, r, quick, rows):
             f"{m_iters} iterations x {scale:g}",
         )
 
+    floor = read_floor(p, y)
+    med, mn, cpu = _timed(floor, reps)
+    results[FLOOR] = (med, mn, cpu, None, "")
+
     rng = np.random.default_rng(2)
     np_fn = lambda: _numpy_consistency(p_np, y_np, r, rng)  # noqa: E731
     np_fn()
@@ -207,7 +215,7 @@ def bench_consistency(n, r, quick, rows):
             f"{u_iters} iterations x {scale:g}",
         )
 
-    base = results["jaxcal consistency_test (ece fast path)"][0]
+    base = results[REFERENCE][0]
     for name, res in results.items():
         if res is None:
             rows.append((name, n, None, None, None, None, None, "skipped"))
@@ -293,9 +301,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few repetitions")
     parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--sizes", type=int, nargs="+", help="N (default 1e4 1e5; quick 1e3 1e4)")
+    parser.add_argument(
+        "--clock", choices=["wall", "cpu"], default="wall", help="the JSON tables' clock"
+    )
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write the results as JSON (run_all.py)"
+    )
     args = parser.parse_args(argv)
-    sizes = (1_000, 10_000) if args.quick else (10_000, 100_000)
+    sizes = args.sizes or ((1_000, 10_000) if args.quick else (10_000, 100_000))
     r = args.resamples
+    cpu_clock = args.clock == "cpu"
 
     print(f"# Consistency test of binary ECE ({N_BINS} bins), {r} resamples")
     print(
@@ -332,9 +348,47 @@ def main(argv=None):
     print(f"\n# Random labels: {r} x {n_rng:,} Bernoulli draws (+ a sum per resample)\n")
     print("| generator | median s | min s | cpu s |")
     print("|---|---:|---:|---:|")
+    rng_rows = []
     for name, med, mn, cpu in bench_rng(n_rng, r, args.quick):
         print(f"| {name} | {_fmt(med)} | {_fmt(mn)} | {_fmt(cpu)} |")
+        kind = "jaxcal" if name.startswith("jaxcal") else "peer"
+        rng_rows.append(
+            row(f"{r} x {size_label(n_rng)}", name, cpu if cpu_clock else med, kind=kind)
+        )
     print(f"\nload average after: {os.getloadavg()[0]:.1f}")
+
+    table_rows = []
+    for name, n, med, _, cpu, comp, _, note in rows:
+        kind = "floor" if name == FLOOR else "jaxcal" if name.startswith("jaxcal") else "peer"
+        name = f"{name} ({note})" if note and note != "skipped" else name
+        table_rows.append(row(n, name, cpu if cpu_clock else med, kind=kind, compile_s=comp))
+    common = dict(
+        command=" ".join(["python benchmarks/bench_bootstrap.py", *(argv or sys.argv[1:])]),
+        environment=environment(),
+        clock=args.clock,
+        unit="s",
+    )
+    write_tables(
+        args.json,
+        [
+            Table(
+                "bootstrap",
+                f"Consistency test of binary ECE ({N_BINS} bins), {r} resamples",
+                reference=REFERENCE,
+                floor=FLOOR,
+                rows=table_rows,
+                **common,
+            ),
+            Table(
+                "bootstrap-rng",
+                f"Random labels: {r} x {n_rng:,} Bernoulli draws (+ a sum per resample)",
+                reference="jaxcal fused Threefry, 2 labels per block (used)",
+                floor=None,
+                rows=rng_rows,
+                **common,
+            ),
+        ],
+    )
 
 
 if __name__ == "__main__":

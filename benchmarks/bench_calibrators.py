@@ -29,6 +29,8 @@ implementation's temperatures are checked against SciPy's (NLL within 1e-5).
     python benchmarks/bench_calibrators.py           # the issue's sizes
     python benchmarks/bench_calibrators.py --quick   # small sizes, seconds
 
+The floor is a jitted read of the same logits and labels (one sum each).
+
 Timings are steady-state medians after a warm-up call (``jax.block_until_ready``);
 compile time (trace + lower + XLA compile of a fresh ``jax.jit``) is reported apart.
 """
@@ -37,19 +39,31 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from _timing import compile_seconds, environment, fmt_ms, time_interleaved
+from _timing import (
+    Table,
+    compile_seconds,
+    environment,
+    fmt_ms,
+    read_floor,
+    size_label,
+    time_interleaved,
+    write_tables,
+)
+from _timing import row as table_row
 from scipy.optimize import minimize_scalar
 from scipy.special import logsumexp
 
 from jaxcal import calibrators
 
 BOUNDS = (1e-4, 1e4)
+FLOOR = "floor: jax.jit read of logits, labels"
 
 
 def make_data(rng: np.random.Generator, b: int, n: int, k: int):
@@ -121,7 +135,7 @@ def row(name, t, ref, compile_s=None, note=""):
     return f"| {name} | {fmt_ms(t)} | {ratio:.2f}x | {comp} | {note} |"
 
 
-def single_fit(n: int, k: int, repeats: int) -> list[str]:
+def single_fit(n: int, k: int, repeats: int, clock: str = "wall") -> tuple[list[str], list]:
     z, labels = make_data(np.random.default_rng(0), 1, n, k)
     z, labels = z[0], labels[0]
     zj, yj = jnp.asarray(z), jnp.asarray(labels)
@@ -140,11 +154,13 @@ def single_fit(n: int, k: int, repeats: int) -> list[str]:
     }
     if sk_fit is not None:
         cases["sklearn CalibratedClassifierCV(method='temperature')"] = lambda: sk_fit(z, labels)
+    cases[FLOOR] = read_floor(zj, yj)
     outputs: dict = {}
-    times = time_interleaved(cases, repeats=repeats, budget_s=20.0, outputs=outputs)
+    times = time_interleaved(cases, repeats=repeats, budget_s=20.0, outputs=outputs, clock=clock)
     t_ref = outputs["scipy minimize_scalar on NumPy NLL"]
     for name, out in outputs.items():
-        check(name, [out], [z], [labels], [t_ref])
+        if name != FLOOR:
+            check(name, [out], [z], [labels], [t_ref])
     iters = int(fit_newton(zj, yj).info.n_iter)
     ref = times["scipy minimize_scalar on NumPy NLL"].median
     lines = [
@@ -153,17 +169,23 @@ def single_fit(n: int, k: int, repeats: int) -> list[str]:
         "| implementation | median ms | speed-up vs scipy | compile s | note |",
         "|---|---|---|---|---|",
     ]
+    rows = []
     for name, tm in times.items():
         compile_s = compile_newton if "Newton" in name and "jit" in name else None
         compile_s = compile_lbfgs if "L-BFGS" in name else compile_s
         note = f"{iters} Newton iterations" if compile_s is compile_newton else ""
         lines.append(row(name, tm.median, ref, compile_s, note))
+        kind = "floor" if name == FLOOR else "jaxcal" if "jaxcal" in name else "peer"
+        value = None if name == FLOOR else f"T = {float(outputs[name]):.4f}"
+        rows.append(table_row(n, name, tm.median, kind=kind, compile_s=compile_s, value=value))
     if sk_fit is None:
         lines.append(f"\nsklearn skipped: {sk_note}.")
-    return lines
+    return lines, rows
 
 
-def many_fits(b: int, n: int, k: int, n_seq: int, repeats: int) -> list[str]:
+def many_fits(
+    b: int, n: int, k: int, n_seq: int, repeats: int, clock: str = "wall"
+) -> tuple[list[str], list]:
     z, labels = make_data(np.random.default_rng(1), b, n, k)
     zj, yj = jnp.asarray(z), jnp.asarray(labels)
     cal = calibrators.temperature_scaling()
@@ -181,12 +203,14 @@ def many_fits(b: int, n: int, k: int, n_seq: int, repeats: int) -> list[str]:
         cases[f"sklearn CalibratedClassifierCV, {n_seq} sequential fits"] = lambda: [
             sk_fit(z[i], labels[i]) for i in range(n_seq)
         ]
+    cases[FLOOR] = read_floor(zj, yj)
     outputs: dict = {}
-    times = time_interleaved(cases, repeats=repeats, budget_s=30.0, outputs=outputs)
+    times = time_interleaved(cases, repeats=repeats, budget_s=30.0, outputs=outputs, clock=clock)
     scipy_name = f"scipy minimize_scalar, {n_seq} sequential fits"
     t_ref = outputs[scipy_name]
     for name, out in outputs.items():
-        check(name, np.asarray(out)[:n_seq], z[:n_seq], labels[:n_seq], t_ref)
+        if name != FLOOR:
+            check(name, np.asarray(out)[:n_seq], z[:n_seq], labels[:n_seq], t_ref)
     scale = b / n_seq
     ref = times[scipy_name].median * scale
     iters = batched(zj, yj).info.n_iter
@@ -198,16 +222,31 @@ def many_fits(b: int, n: int, k: int, n_seq: int, repeats: int) -> list[str]:
         f"| implementation | median ms for {b} fits | speed-up vs scipy | compile s | note |",
         "|---|---|---|---|---|",
     ]
+    rows = []
     for name, tm in times.items():
         seq = "sequential" in name
         total = tm.median * (scale if seq else 1)
         note = f"{fmt_ms(tm.median)} ms measured for {n_seq}" if seq and scale != 1 else ""
-        if not seq:
+        if not seq and name != FLOOR:
             note = f"Newton iterations: max {int(iters.max())}, mean {float(iters.mean()):.1f}"
-        lines.append(row(name, total, ref, None if seq else compile_s, note))
+        jax_row = not seq and name != FLOOR
+        lines.append(row(name, total, ref, compile_s if jax_row else None, note))
+        kind = "floor" if name == FLOOR else "jaxcal" if "jaxcal" in name else "peer"
+        name = name.replace(f"{n_seq} sequential fits", f"{b} sequential fits")
+        if seq and scale != 1:
+            name += f" (timed on {n_seq}, scaled)"
+        rows.append(
+            table_row(
+                f"{b} x {size_label(n)}",
+                name,
+                total,
+                kind=kind,
+                compile_s=compile_s if jax_row else None,
+            )
+        )
     if sk_fit is None:
         lines.append(f"\nsklearn skipped: {sk_note}.")
-    return lines
+    return lines, rows
 
 
 def main() -> None:
@@ -215,6 +254,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
     parser.add_argument("--sequential", type=int, default=50, help="sequential peer fits timed")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write the results as JSON (run_all.py)"
+    )
     args = parser.parse_args()
     if args.quick:
         single = (10_000, 10)
@@ -226,10 +269,40 @@ def main() -> None:
         many = (1000, 10_000, 10)
     start = time.perf_counter()
     print("## Temperature scaling fits\n")
-    print("\n".join(single_fit(*single, args.repeats)))
+    lines, single_rows = single_fit(*single, args.repeats, args.clock)
+    print("\n".join(lines))
     print()
-    print("\n".join(many_fits(*many, args.sequential, args.repeats)))
-    print(f"\n{environment()}; total {time.perf_counter() - start:.0f} s")
+    lines, many_rows = many_fits(*many, args.sequential, args.repeats, args.clock)
+    print("\n".join(lines))
+    env = environment()
+    print(f"\n{env}; total {time.perf_counter() - start:.0f} s")
+    command = " ".join(["python benchmarks/bench_calibrators.py", *sys.argv[1:]])
+    common = dict(command=command, environment=env, clock=args.clock, floor=FLOOR)
+    single_title = (
+        f"Temperature scaling, one fit, N = {size_label(single[0])}, K = {single[1]} (float32)"
+    )
+    many_title = (
+        f"Temperature scaling, {many[0]} fits, N = {size_label(many[1])}, K = {many[2]} each"
+    )
+    write_tables(
+        args.json,
+        [
+            Table(
+                "calibrators-single",
+                single_title,
+                reference="jaxcal (Newton), jit",
+                rows=single_rows,
+                **common,
+            ),
+            Table(
+                "calibrators-many",
+                many_title,
+                reference=f"jaxcal vmap, {many[0]} fits in one call",
+                rows=many_rows,
+                **common,
+            ),
+        ],
+    )
 
 
 if __name__ == "__main__":

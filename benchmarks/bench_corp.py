@@ -11,8 +11,9 @@ binary float32 forecasts (p ~ U(0, 1), y ~ Bernoulli(p^1.2)), side by side in on
 * ``model-diagnostics``: ``model_diagnostics.scoring.decompose(y, p,
   scoring_function=SquaredError() / LogLoss())`` (scikit-learn's isotonic regression);
 
-plus jaxcal's stages alone (the sort of the packed keys) to show where the time goes.
-The values are checked to agree (float32 round-off) before timing.
+plus jaxcal's stages alone (the sort of the packed keys) to show where the time goes, and
+the floors: a jitted read of the inputs and ``np.sort`` of the packed keys. The values are
+checked to agree (float32 round-off) before timing.
 
 Task 2: 1000 bootstrap replicates of the decomposition (MCB, DSC, UNC, S) at N = 1e4 in
 one vmapped call, ``jaxcal.stats.score_decomposition_ci`` (one sort for all replicates),
@@ -26,15 +27,32 @@ separately; ``--clock cpu`` times process CPU time (all threads).
 from __future__ import annotations
 
 import argparse
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _timing import environment, fmt_ms, time_interleaved
+from _timing import (
+    Table,
+    compile_seconds,
+    environment,
+    fmt_ms,
+    read_floor,
+    row,
+    size_label,
+    sort_floor,
+    time_interleaved,
+    write_tables,
+)
 
 import jaxcal
 from jaxcal._corp import order_keys, sort_keys
 from jaxcal.stats import score_decomposition_ci
+
+REFERENCE = "jaxcal brier"
+READ_FLOOR = "floor: jax.jit read of p, y"
+SORT_FLOOR = "floor: np.sort of packed (score bits, label) keys"
+BOOT_REFERENCE = "jaxcal score_decomposition_ci, one vmapped call"
 
 
 def _data(n, seed=0):
@@ -65,6 +83,8 @@ def decomposition(n, clock, repeats, budget):
         if md is not None:
             cases[f"model-diagnostics {score}"] = lambda s=score: _md_decompose(md, p, y, s)
     cases["jaxcal: the sort alone"] = lambda: packed(pj, yj)
+    cases[READ_FLOOR] = read_floor(pj, yj)
+    cases[SORT_FLOOR] = sort_floor(p, y)
     outputs = {}
     timings = time_interleaved(cases, repeats, budget, outputs=outputs, clock=clock)
     print(f"\nCORP decomposition, N = {n:.0e} binary float32 ({clock} clock)")
@@ -82,6 +102,19 @@ def decomposition(n, clock, repeats, budget):
         for score in ("brier", "log"):
             ratio = timings[f"model-diagnostics {score}"].median / timings[f"jaxcal {score}"].median
             print(f"  ratio model-diagnostics / jaxcal ({score}): {ratio:.1f}x")
+    compile_s = sum(
+        compile_seconds(lambda q, t: jaxcal.score_decomposition(q, t, score="brier"), pj, yj)
+    )
+    rows = []
+    for name, t in timings.items():
+        kind = "floor" if name.startswith("floor") else "jaxcal" if "jaxcal" in name else "peer"
+        value = None
+        if name in outputs and not name.startswith(("floor", "jaxcal:")):
+            value = "S, MCB, DSC, UNC = " + ", ".join(f"{float(v):.6f}" for v in outputs[name])
+        comp = compile_s if name == REFERENCE else None
+        rows.append(row(n, name, t.median, kind=kind, compile_s=comp, value=value))
+    notes = [] if md is not None else ["model-diagnostics is not installed: skipped."]
+    return rows, notes
 
 
 def bootstrap(n, n_resamples, clock, budget):
@@ -94,7 +127,7 @@ def bootstrap(n, n_resamples, clock, budget):
     fn = jax.jit(
         lambda q, t, k: score_decomposition_ci(q, t, key=k, n_resamples=n_resamples).samples
     )
-    cases = {f"jaxcal {n_resamples} replicates": lambda: fn(p, y, key)}
+    cases = {BOOT_REFERENCE: lambda: fn(p, y, key)}
     loop_reps = 10
     rng = np.random.default_rng(0)
     idx = rng.integers(0, n, size=(loop_reps, n))
@@ -104,7 +137,9 @@ def bootstrap(n, n_resamples, clock, budget):
         ]
     timings = time_interleaved(cases, 3, budget, clock=clock)
     print(f"\nBootstrap of the Brier decomposition, N = {n:.0e}, {n_resamples} replicates")
-    ours = timings[f"jaxcal {n_resamples} replicates"].median
+    group = f"{n_resamples} x {size_label(n)}"
+    rows = [row(group, BOOT_REFERENCE, timings[BOOT_REFERENCE].median, kind="jaxcal")]
+    ours = timings[BOOT_REFERENCE].median
     print(f"  jaxcal, one vmapped call: {fmt_ms(ours)}")
     if md is not None:
         per = timings[f"loop over decompose ({loop_reps})"].median / loop_reps
@@ -113,19 +148,54 @@ def bootstrap(n, n_resamples, clock, budget):
             f"{fmt_ms(per * n_resamples)} for {n_resamples} (scaled); ratio "
             f"{per * n_resamples / ours:.1f}x"
         )
+        name = f"loop over model-diagnostics decompose (timed on {loop_reps}, scaled)"
+        rows.append(row(group, name, per * n_resamples))
+    return rows
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10**6)
     parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--boot-n", type=int, default=10**4, help="N of the bootstrap task")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     parser.add_argument("--quick", action="store_true", help="N = 1e5, fewer repeats")
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write the results as JSON (run_all.py)"
+    )
     args = parser.parse_args()
-    print(environment())
+    env = environment()
+    print(env)
     n = 10**5 if args.quick else args.n
-    decomposition(n, args.clock, 3 if args.quick else 9, 5.0 if args.quick else 20.0)
-    bootstrap(10**4, args.resamples, args.clock, 5.0 if args.quick else 20.0)
+    rows, notes = decomposition(n, args.clock, 3 if args.quick else 9, 5.0 if args.quick else 20.0)
+    boot_rows = bootstrap(args.boot_n, args.resamples, args.clock, 5.0 if args.quick else 20.0)
+    common = dict(
+        command=" ".join(["python benchmarks/bench_corp.py", *sys.argv[1:]]),
+        environment=env,
+        clock=args.clock,
+        notes=notes,
+    )
+    write_tables(
+        args.json,
+        [
+            Table(
+                "corp",
+                "CORP decomposition S = MCB - DSC + UNC, binary float32",
+                reference=REFERENCE,
+                floor=SORT_FLOOR,
+                rows=rows,
+                **common,
+            ),
+            Table(
+                "corp-bootstrap",
+                f"{args.resamples} bootstrap replicates of the Brier CORP decomposition",
+                reference=BOOT_REFERENCE,
+                floor=None,
+                rows=boot_rows,
+                **common,
+            ),
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ Implementations:
   per array, a few scalars back to the host).
 * ``jaxcal jit``: the public function inside ``jax.jit`` (validation is skipped under
   tracing), as in a jitted evaluation loop.
+* floor: a jitted read of the same device arrays (one sum each).
 
 HSIC: MAPIE builds three dense N x N float64 matrices and multiplies them (O(N^2) memory,
 O(N^3) time: 8 TB at N = 1e6), so it is compared at ``--hsic-n``; jaxcal's fast Gauss
@@ -39,7 +40,16 @@ from typing import Any
 
 import jax
 import numpy as np
-from _timing import environment, fmt_ms, time_interleaved
+from _timing import (
+    Table,
+    environment,
+    fmt_ms,
+    read_floor,
+    row,
+    size_label,
+    time_interleaved,
+    write_tables,
+)
 
 from jaxcal import coverage as cv
 
@@ -47,6 +57,7 @@ NUM_CLASSES = 10
 NUM_BINS = 3
 ETA = 10.0
 LEVEL = 0.9
+FLOOR = "floor: jax.jit read of the inputs"
 
 
 def make_intervals(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -172,8 +183,8 @@ def agreement(mapie_out: Any, jax_out: Any) -> str:
     return f"{np.max(np.abs(np.where(empty, 0, m - j))):.1e}"
 
 
-def run(args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    rows, notes = [], []
+def run(args: argparse.Namespace) -> tuple[list[str], list[str], list[dict]]:
+    rows, notes, table_rows = [], [], []
     for case in cases(args.n, args.hsic_n):
         name, fn, call_args = case["name"], case["fn"], case["args"]
         print(f"timing {name} at N = {case['n']:.0e} ...", file=sys.stderr, flush=True)
@@ -186,11 +197,14 @@ def run(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         timed: dict[str, Callable[[], Any]] = {
             "eager": lambda fn=fn, a=call_args: fn(*a),
             "jit": lambda j=jitted, a=call_args: j(*a),
+            "floor": read_floor(*call_args),
         }
         if case["mapie"] is not None:
             timed["MAPIE"] = case["mapie"]
         outputs: dict[str, Any] = {}
-        t = time_interleaved(timed, repeats=args.repeats, budget_s=args.budget_s, outputs=outputs)
+        t = time_interleaved(
+            timed, repeats=args.repeats, budget_s=args.budget_s, outputs=outputs, clock=args.clock
+        )
         mapie = t.get("MAPIE")
         ratios = {
             key: f"{mapie.median / t[key].median:.1f}x" if mapie else "—"
@@ -202,13 +216,26 @@ def run(args: argparse.Namespace) -> tuple[list[str], list[str]]:
             f"| {fmt_ms(t['eager'].median)} | {fmt_ms(t['jit'].median)} "
             f"| {ratios['eager']} | {ratios['jit']} | {1e3 * (trace_s + compile_s):.0f} | {diff} |"
         )
+        group = f"{name}, N = {size_label(case['n'])}"
+        table_rows += [
+            row(group, "MAPIE", mapie.median if mapie else None, value=_value(outputs, "MAPIE")),
+            row(group, "jaxcal eager", t["eager"].median, kind="jaxcal", value=diff),
+            row(group, "jaxcal jit", t["jit"].median, kind="jaxcal", compile_s=trace_s + compile_s),
+            row(group, FLOOR, t["floor"].median, kind="floor"),
+        ]
         if mapie is None:
             gib = 3 * 8 * case["n"] ** 2 / 2**30
             notes.append(
                 f"{name} at N = {case['n']:.0e}: MAPIE not run, it would allocate three "
                 f"N x N float64 matrices ({gib:,.0f} GiB) and multiply them (O(N^3))."
             )
-    return rows, notes
+    return rows, notes, table_rows
+
+
+def _value(outputs: dict[str, Any], name: str) -> str | None:
+    if name not in outputs:
+        return None
+    return f"{np.asarray(outputs[name], np.float64).reshape(-1)[0]:.6g}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -218,6 +245,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hsic-n", type=int, help="N for HSIC against MAPIE (default 2000)")
     parser.add_argument("--repeats", type=int, help="timed calls per case (default 15; quick 5)")
     parser.add_argument("--budget-s", type=float, help="stop repeating a case after this many s")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write the results as JSON (run_all.py)"
+    )
     args = parser.parse_args(argv)
     args.n = args.n or (10_000 if args.quick else 1_000_000)
     args.hsic_n = args.hsic_n or (500 if args.quick else 2_000)
@@ -231,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
     with warnings.catch_warnings():
         # MAPIE's classification_ssc averages empty groups (NaN, "Mean of empty slice").
         warnings.simplefilter("ignore", RuntimeWarning)
-        rows, notes = run(args)
+        rows, notes, table_rows = run(args)
     print(f"### Conformal coverage metrics: jaxcal.coverage vs MAPIE {mapie.__version__}\n")
     print(f"`python benchmarks/{' '.join(['bench_coverage.py', *(argv or sys.argv[1:])])}`  ")
     print(f"{environment()}\n")
@@ -249,6 +280,19 @@ def main(argv: list[str] | None = None) -> None:
     )
     for note in notes:
         print(f"- {note}")
+    table = Table(
+        key="coverage",
+        title=f"Conformal coverage metrics against MAPIE {mapie.__version__}",
+        command=" ".join(["python benchmarks/bench_coverage.py", *(argv or sys.argv[1:])]),
+        environment=environment(),
+        clock=args.clock,
+        reference="jaxcal jit",
+        floor=FLOOR,
+        rows=table_rows,
+        notes=[*notes, "jaxcal eager's value column: max abs diff against MAPIE (float64)."],
+        group="metric",
+    )
+    write_tables(args.json, [table])
 
 
 if __name__ == "__main__":

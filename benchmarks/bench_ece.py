@@ -46,7 +46,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _timing import environment, fmt_ms, time_interleaved
+from _timing import Table, environment, fmt_ms, row, time_interleaved, write_tables
 
 import jaxcal
 
@@ -144,7 +144,7 @@ def as_float(value: Any) -> float:
 
 
 def run_size(n: int, args: argparse.Namespace, history: dict[str, tuple[int, float]], notes):
-    """Time every implementation at ``n``; returns (rows, compile row)."""
+    """Time every implementation at ``n``; returns (rows, compile row, table rows)."""
     probs, labels = make_data(n, NUM_CLASSES, seed=n)
     probs_d, labels_d = jnp.asarray(probs), jnp.asarray(labels)
     jax.block_until_ready((probs_d, labels_d))
@@ -198,12 +198,15 @@ def run_size(n: int, args: argparse.Namespace, history: dict[str, tuple[int, flo
     floor = min(timings[FLOOR_JAX].median, timings[FLOOR_NP].median)
     t_jit, t_eager = timings[JIT].median, timings[EAGER].median
     nbytes = probs.nbytes + labels.nbytes
-    rows = []
+    rows, table_rows = [], []
     for name, t in timings.items():
         if name.startswith("floor"):
             value = f"{nbytes / t.median / 1e9:.1f} GB/s"
         else:
             value = f"{as_float(values[name]):.6f}"
+        kind = "floor" if name.startswith("floor") else "jaxcal" if "jaxcal" in name else "peer"
+        compile_total = trace_s + compile_s if name == JIT else None
+        table_rows.append(row(n, name, t.median, kind=kind, compile_s=compile_total, value=value))
         rows.append(
             f"| {n:.0e} | {name} | {fmt_ms(t.median)} | {fmt_ms(t.best)} | {t.repeats} "
             f"| {t.median / t_jit:.2f} | {t.median / t_eager:.2f} | {t.median / floor:.2f} "
@@ -213,7 +216,7 @@ def run_size(n: int, args: argparse.Namespace, history: dict[str, tuple[int, flo
         f"| {n:.0e} | {fmt_ms(trace_s)} | {fmt_ms(compile_s)} | {fmt_ms(trace_s + compile_s)} "
         f"| {fmt_ms(first_eager)} | {fmt_ms(t_eager)} |"
     )
-    return rows, compile_row
+    return rows, compile_row, table_rows
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -234,6 +237,9 @@ def main(argv: list[str] | None = None) -> None:
         help="wall time (default) or process CPU time, all threads (for a loaded machine: "
         "run under `taskset -c 0` to estimate one uncontended core)",
     )
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write the results as JSON (run_all.py)"
+    )
     args = parser.parse_args(argv)
     sizes = args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES)
     args.repeats = args.repeats or (5 if args.quick else 15)
@@ -241,12 +247,13 @@ def main(argv: list[str] | None = None) -> None:
 
     notes: list[str] = []
     history: dict[str, tuple[int, float]] = {}
-    rows, compile_rows = [], []
+    rows, compile_rows, table_rows = [], [], []
     for n in sizes:
         print(f"timing N = {n:.0e} ...", file=sys.stderr, flush=True)
-        r, c = run_size(n, args, history, notes)
+        r, c, t = run_size(n, args, history, notes)
         rows += r
         compile_rows.append(c)
+        table_rows += t
 
     env = environment()
     if "torch" in sys.modules:
@@ -275,6 +282,19 @@ def main(argv: list[str] | None = None) -> None:
     )
     for note in notes:
         print(f"- {note}")
+    command = " ".join(["python benchmarks/bench_ece.py", *(argv or sys.argv[1:])])
+    table = Table(
+        key="ece",
+        title=f"Confidence ECE ({N_BINS} uniform bins, K = {NUM_CLASSES}, float32)",
+        command=command,
+        environment=env,
+        clock=args.clock,
+        reference=JIT,
+        floor=FLOOR_JAX,
+        rows=table_rows,
+        notes=notes,
+    )
+    write_tables(args.json, [table])
 
 
 if __name__ == "__main__":

@@ -21,27 +21,34 @@ Target (issue 5): value_and_grad(soft_ece) at N = 1e5 <= 3x forward; forward <= 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
+import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _timing import CLOCKS, Table, environment, read_floor, row, size_label, write_tables
 
 import jaxcal
 
 K = 10
+FLOOR = "floor: jax.jit read of probs, labels"
+CLOCK = "wall"  # set by main (--clock)
 
 
 def _median_ms(fn, *args, reps):
+    now = CLOCKS[CLOCK]
     jax.block_until_ready(fn(*args))  # warm-up (compiled already)
     times = []
     for _ in range(reps):
-        start = time.perf_counter()
+        start = now()
         jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
+        times.append(now() - start)
     return 1e3 * float(np.median(times))
+
+
+def _floor_ms(probs, labels, reps):
+    return _median_ms(read_floor(probs, labels), reps=reps)
 
 
 def _compile_s(fn, *args):
@@ -85,7 +92,7 @@ def _blocked_mmce(probs, labels, bandwidth=0.4, block=1000):
 
 
 def bench_soft_ece(sizes, reps):
-    rows = []
+    rows, table = [], []
     for n in sizes:
         probs, labels = _data(n)
         hard = jax.jit(lambda p, y: jaxcal.ece(p, y))
@@ -102,6 +109,21 @@ def bench_soft_ece(sizes, reps):
         t_vg = _median_ms(vg, probs, labels, reps=r)
         t_nf = _median_ms(naive_fwd, probs, labels, reps=r)
         t_nvg = _median_ms(naive_vg, probs, labels, reps=r)
+        t_floor = _floor_ms(probs, labels, r)
+        table += [
+            row(n, "jaxcal `soft_ece`, forward", t_fwd / 1e3, kind="jaxcal", compile_s=compile_fwd),
+            row(
+                n,
+                "jaxcal `soft_ece`, value_and_grad",
+                t_vg / 1e3,
+                kind="jaxcal",
+                compile_s=compile_vg,
+            ),
+            row(n, "jaxcal hard `ece` (for scale)", t_hard / 1e3, kind="jaxcal"),
+            row(n, "naive jnp soft ECE, forward", t_nf / 1e3),
+            row(n, "naive jnp soft ECE, value_and_grad (autodiff)", t_nvg / 1e3),
+            row(n, FLOOR, t_floor / 1e3, kind="floor"),
+        ]
         rows.append(
             f"| {n:.0e} | {t_hard:.2f} | {t_fwd:.2f} | {t_vg:.2f} | **{t_vg / t_fwd:.2f}** "
             f"| **{t_fwd / t_hard:.2f}** | {t_nf:.2f} | {t_nvg:.2f} | {t_nvg / t_nf:.2f} "
@@ -114,11 +136,12 @@ def bench_soft_ece(sizes, reps):
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
+    return table
 
 
 def bench_mmce(n, reps):
     probs, labels = _data(n, seed=1)
-    rows = []
+    rows, table = [], []
     for name, f in [
         ("`mmce` (sorted prefix sums)", lambda p, y: jaxcal.mmce(p, y)),
         ("`mmce(variant='weighted')`", lambda p, y: jaxcal.mmce(p, y, variant="weighted")),
@@ -130,6 +153,13 @@ def bench_mmce(n, reps):
         t_vg = _median_ms(vg, probs, labels, reps=reps)
         value = float(fwd(probs, labels))
         rows.append((name, t_fwd, t_vg, c_fwd, c_vg, value))
+        kind = "jaxcal" if name.startswith("`") else "peer"
+        table += [
+            row(
+                n, f"{name}, forward", t_fwd / 1e3, kind=kind, compile_s=c_fwd, value=f"{value:.6f}"
+            ),
+            row(n, f"{name}, value_and_grad", t_vg / 1e3, kind=kind, compile_s=c_vg),
+        ]
     base = rows[-1][1]
     print(f"\n### MMCE at N = {n:.0e} (K = 10, float32), milliseconds\n")
     print("| implementation | fwd | value_and_grad | vg / fwd | O(N^2) fwd / this fwd "
@@ -140,6 +170,7 @@ def bench_mmce(n, reps):
             f"| {name} | {t_fwd:.2f} | {t_vg:.2f} | {t_vg / t_fwd:.2f} | {base / t_fwd:.1f} "
             f"| {c_fwd:.2f} / {c_vg:.2f} | {value:.6f} |"
         )
+    return [*table, row(n, FLOOR, _floor_ms(probs, labels, reps) / 1e3, kind="floor")]
 
 
 def bench_smooth_ece(sizes, reps):
@@ -151,6 +182,7 @@ def bench_smooth_ece(sizes, reps):
     print("\n### smooth_ece (fixed-point bandwidth), milliseconds\n")
     print("| N | `smooth_ece` | value_and_grad | relplot.smECE | relplot / jaxcal | |diff| |")
     print("|---|---|---|---|---|---|")
+    table = []
     for n in sizes:
         probs, labels = _data(n, seed=2)
         fwd = jax.jit(lambda p, y: jaxcal.smooth_ece(p, y))
@@ -159,19 +191,28 @@ def bench_smooth_ece(sizes, reps):
         _compile_s(vg, probs, labels)
         t_fwd = _median_ms(fwd, probs, labels, reps=reps)
         t_vg = _median_ms(vg, probs, labels, reps=reps)
+        value = f"{float(fwd(probs, labels)):.6f}"
+        table += [
+            row(n, "jaxcal `smooth_ece`, forward", t_fwd / 1e3, kind="jaxcal", value=value),
+            row(n, "jaxcal `smooth_ece`, value_and_grad", t_vg / 1e3, kind="jaxcal"),
+            row(n, FLOOR, _floor_ms(probs, labels, reps) / 1e3, kind="floor"),
+        ]
         if relplot is None:
             print(f"| {n:.0e} | {t_fwd:.2f} | {t_vg:.2f} | - | - | - |")
             continue
         f, y = relplot.multiclass_logits_to_confidences(np.asarray(probs), np.asarray(labels), True)
         times = []
+        now = CLOCKS[CLOCK]
         for _ in range(max(3, reps // 5)):
-            start = time.perf_counter()
+            start = now()
             ref = relplot.smECE(f, y)
-            times.append(time.perf_counter() - start)
+            times.append(now() - start)
         t_ref = 1e3 * float(np.median(times))
         diff = abs(float(fwd(probs, labels)) - ref)
+        table.append(row(n, "relplot.smECE (NumPy)", t_ref / 1e3, value=f"{ref:.6f}"))
         print(f"| {n:.0e} | {t_fwd:.2f} | {t_vg:.2f} | {t_ref:.1f} | {t_ref / t_fwd:.0f} "
               f"| {diff:.1e} |")  # fmt: skip
+    return table
 
 
 def main():
@@ -181,16 +222,53 @@ def main():
     parser.add_argument(
         "--sizes", type=float, nargs="+", help="soft ECE sizes (default 1e4 1e5 1e6)"
     )
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write the results as JSON (run_all.py)"
+    )
     args = parser.parse_args()
+    global CLOCK
+    CLOCK = args.clock
     sizes = [10**3, 10**4] if args.quick else [10**4, 10**5, 10**6]
     sizes = [int(n) for n in args.sizes] if args.sizes else sizes
-    print(
-        f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} CPU cores, "
-        f"{platform.machine()}; load average {os.getloadavg()[0]:.1f}\n"
+    env = environment()
+    print(f"{env}\n")
+    soft = bench_soft_ece(sizes, args.reps)
+    mmce_n = sizes[-1] if args.quick else 10**4
+    mmce = bench_mmce(mmce_n, args.reps)
+    smooth = bench_smooth_ece(sizes[:2], args.reps)
+    common = dict(
+        command=" ".join(["python benchmarks/bench_soft.py", *sys.argv[1:]]),
+        environment=env,
+        clock=args.clock,
+        floor=FLOOR,
     )
-    bench_soft_ece(sizes, args.reps)
-    bench_mmce(sizes[-1] if args.quick else 10**4, args.reps)
-    bench_smooth_ece(sizes[:2], args.reps)
+    write_tables(
+        args.json,
+        [
+            Table(
+                "soft-ece",
+                "Soft-binned ECE (K = 10, 15 bins, float32)",
+                reference="jaxcal `soft_ece`, forward",
+                rows=soft,
+                **common,
+            ),
+            Table(
+                "soft-mmce",
+                f"MMCE at N = {size_label(mmce_n)} (K = 10, float32)",
+                reference="`mmce` (sorted prefix sums), forward",
+                rows=mmce,
+                **common,
+            ),
+            Table(
+                "soft-smooth",
+                "Smooth ECE (fixed-point bandwidth, K = 10)",
+                reference="jaxcal `smooth_ece`, forward",
+                rows=smooth,
+                **common,
+            ),
+        ],
+    )
 
 
 if __name__ == "__main__":

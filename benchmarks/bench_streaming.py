@@ -11,6 +11,8 @@ Streams N samples (K = 10 classes, 15 bins) in batches of 1e5 through
   per batch then ``compute`` (confidence ECE only), with its default
   ``validate_args=True`` and with ``validate_args=False``. It appends every confidence and
   correctness to lists and concatenates them in ``compute``: memory O(N).
+* floor: the same jitted ``lax.scan`` over the batches that only sums each batch (a read
+  of the whole stream).
 
 Each implementation runs in its own subprocess (so its peak memory is its own), on the
 same batches: a pool of 10 distinct batches written once by the driver, batch i being
@@ -55,9 +57,11 @@ N_BINS = 15
 NUM_CLASSES = 10
 POOL = 10  # distinct batches; batch i is pool[i % POOL]
 
+FLOOR = "floor: jax.jit scan reading every batch"
 WORKERS = {
     "jaxcal scan": "jax-scan",
     "jaxcal eager loop": "jax-loop",
+    FLOOR: "jax-read",
     "torchmetrics (validate_args=True)": "torch-validate",
     "torchmetrics (validate_args=False)": "torch",
 }
@@ -156,6 +160,20 @@ def worker_jax(pool_path: str, n: int, repeats: int, mode: str) -> dict:
         def run():
             return float(jax.block_until_ready(stream(pool_p, pool_y))["ece"])
 
+    elif mode == "jax-read":
+
+        @jax.jit
+        def read(pool_p, pool_y):
+            def step(total, i):
+                j = i % POOL
+                return total + jnp.sum(pool_p[j]) + jnp.sum(pool_y[j]).astype(jnp.float32), None
+
+            total, _ = jax.lax.scan(step, jnp.float32(0), jnp.arange(n_batches, dtype=jnp.int32))
+            return total
+
+        def run():
+            return float(jax.block_until_ready(read(pool_p, pool_y)))
+
     else:
         batches = [(pool_p[j], pool_y[j]) for j in range(POOL)]
 
@@ -226,6 +244,9 @@ def main() -> None:
     parser.add_argument(
         "--skip", nargs="*", default=[], choices=list(WORKERS.values()), help="workers to skip"
     )
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write the results as JSON (run_all.py)"
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--pool", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, default=None, help=argparse.SUPPRESS)
@@ -238,6 +259,9 @@ def main() -> None:
             out = worker_torch(args.pool, args.n, args.repeats, args.worker == "torch-validate")
         print(json.dumps(out))
         return
+
+    # Not at the top: _timing imports JAX, which the torch workers must not load.
+    from _timing import Table, write_tables
 
     sizes = [int(s) for s in (args.sizes or ([1e6] if args.quick else [1e6, 1e7]))]
     rounds = args.rounds or (1 if args.quick else 3)
@@ -252,8 +276,11 @@ def main() -> None:
         )
         workers = {k: v for k, v in workers.items() if not v.startswith("torch")}
 
-    print(f"# Streaming ECE, K = {NUM_CLASSES}, {N_BINS} bins, batches of {args.batch:.0e}\n")
-    print(_environment() + "\n")
+    title = f"Streaming ECE, K = {NUM_CLASSES}, {N_BINS} bins, batches of {args.batch:.0e}"
+    print(f"# {title}\n")
+    env = _environment()
+    print(env + "\n")
+    table_rows = []
     with tempfile.TemporaryDirectory() as tmp:
         pool = Path(tmp) / "pool.npz"
         make_pool(pool, args.batch)
@@ -263,12 +290,27 @@ def main() -> None:
                 for name, mode in workers.items():
                     python = torch_python if mode.startswith("torch") else sys.executable
                     results[name].append(_run_worker(python, mode, pool, n, repeats))
-            _print_table(n, args.batch, results)
+            table_rows += _print_table(n, args.batch, results)
     for note in notes:
         print(f"Note: {note}")
+    table = Table(
+        key="streaming",
+        title=title + " (one subprocess per implementation; wall clock)",
+        command=" ".join(["python benchmarks/bench_streaming.py", *sys.argv[1:]]),
+        environment=env,
+        clock="wall",
+        reference="jaxcal scan",
+        floor=FLOOR,
+        rows=table_rows,
+        notes=notes,
+        unit="s",
+    )
+    write_tables(args.json, [table])
 
 
-def _print_table(n: int, batch: int, results: dict[str, list[dict]]) -> None:
+def _print_table(n: int, batch: int, results: dict[str, list[dict]]) -> list[dict]:
+    from _timing import row  # imports JAX: never in a torch worker
+
     med = statistics.median
     rows = {}
     for name, runs in results.items():
@@ -295,12 +337,20 @@ def _print_table(n: int, batch: int, results: dict[str, list[dict]]) -> None:
             f"| {r['peak'] / ref['peak']:.2f} | {r['above'] / max(ref['above'], 1):.1f} "
             f"| {r['steady'] / max(ref['steady'], 1):.1f} | {r['ece']:.6f} |"
         )
+    table_rows = []
+    for name, r in rows.items():
+        kind = "floor" if name == FLOOR else "jaxcal" if name.startswith("jaxcal") else "peer"
+        memory = f"peak RSS {r['peak']:.0f} MiB, working {r['steady']:.0f} MiB"
+        value = memory if kind == "floor" else f"ECE {r['ece']:.6f}; {memory}"
+        first = r["first"] - r["time"] if kind != "peer" else None  # compile + first run
+        table_rows.append(row(n, name, r["time"], kind=kind, compile_s=first, value=value))
     print(
         "\nRatios are relative to `jaxcal scan` (> 1: jaxcal is faster / smaller). Baseline:"
         " the process's RSS once its libraries are imported and the batch pool loaded."
         " Working memory: peak RSS during the timed (post-compilation) runs above the RSS"
         " before them.\n"
     )
+    return table_rows
 
 
 if __name__ == "__main__":

@@ -18,6 +18,9 @@ side in one process, round-robin (``benchmarks/_timing.py``):
   float64 arrays, like MAPIE. Public functions, validation included. The weighted row
   (weights ~ U(0.5, 2); MAPIE has no weights) is compared with MAPIE's unweighted tests.
 
+Floors: a jitted read of the float32 scores and labels (one sum each), and ``np.sort`` of
+the packed (score bits, label) uint64 keys, the least a sort-based test must do on CPU.
+
 Steady-state medians after a warm-up call (``block_until_ready``); compile time (trace +
 XLA compile of the jitted public function for the shape) is listed on its own. Ratios are
 "times faster than MAPIE" on the same task (> 1: jaxcal wins).
@@ -35,7 +38,17 @@ import numpy as np
 from scipy.special import ndtr
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import compile_seconds, environment, fmt_ms, time_interleaved
+from _timing import (
+    Table,
+    compile_seconds,
+    environment,
+    fmt_ms,
+    read_floor,
+    sort_floor,
+    time_interleaved,
+    write_tables,
+)
+from _timing import row as table_row
 
 import jaxcal
 
@@ -43,6 +56,11 @@ try:
     from mapie.metrics import calibration as mapie
 except ImportError:  # pragma: no cover - optional peer
     mapie = None
+
+
+REFERENCE = "jaxcal calibration_tests (f32)"
+READ_FLOOR = "floor: jax.jit read of scores, labels"
+SORT_FLOOR = "floor: np.sort of packed (score bits, label) keys"
 
 
 def _data(n: int, seed: int = 0):
@@ -103,6 +121,8 @@ def bench(n: int, repeats: int, budget_s: float, clock: str):
     cases["jaxcal calibration_tests, weights (f32)"] = lambda: jaxcal.calibration_tests(
         s32, yj, weights=w32
     )
+    cases[READ_FLOOR] = read_floor(s32, yj)
+    cases[SORT_FLOOR] = sort_floor(s, y)
     outputs: dict = {}
     times = time_interleaved(cases, repeats, budget_s, outputs=outputs, clock=clock)
 
@@ -129,6 +149,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--budget-s", type=float, default=10.0, help="per case and size")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write the results as JSON (run_all.py)"
+    )
     args = parser.parse_args()
     sizes = [10_000, 100_000] if args.quick else [int(n) for n in args.sizes]
 
@@ -139,9 +162,16 @@ def main() -> None:
     print()
     print("| N | case | median ms | best ms | repeats | x faster than MAPIE (same task) |")
     print("|---|---|---|---|---|---|")
-    notes = []
+    notes, table_rows = [], []
     for n in sizes:
         times, compile_s, ks_values = bench(n, args.repeats, args.budget_s, args.clock)
+        for name, t in times.items():
+            kind = "floor" if name.startswith("floor") else "jaxcal" if "jaxcal" in name else "peer"
+            table_rows.append(
+                table_row(
+                    n, name, t.median, kind=kind, compile_s=compile_s if name == REFERENCE else None
+                )
+            )
         mapie_ks = times.get("MAPIE KS")
         mapie_all = times.get("MAPIE all three")
         for name, t in times.items():
@@ -158,6 +188,18 @@ def main() -> None:
     print()
     for line in notes:
         print(line)
+    table = Table(
+        key="tests",
+        title="Tests of calibration: KS, Kuiper, Spiegelhalter (binary, float32 unless noted)",
+        command=" ".join(["python benchmarks/bench_tests.py", *sys.argv[1:]]),
+        environment=environment(),
+        clock=args.clock,
+        reference=REFERENCE,
+        floor=SORT_FLOOR,
+        rows=table_rows,
+        notes=[*notes, *([] if mapie else ["MAPIE is not installed: skipped."])],
+    )
+    write_tables(args.json, [table])
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from jaxcal.cli import main
+from jaxcal.cli import _cache, main
 from tests.cli_helpers import check_schema, multiclass
 
 
@@ -29,16 +29,21 @@ def test_demo_prints_the_metrics_table(capsys):
 
 
 def test_console_script_entry_point():
-    # A fresh process compiles every kernel again: --no-fit skips the calibrators, whose
+    # A fresh process loads the compiled kernels from the cache folder (conftest.py sets
+    # JAXCAL_CACHE_DIR) or compiles them: --no-fit skips the calibrators, whose
     # cross-fitting the in-process demo test above already runs.
-    result = subprocess.run(
-        [sys.executable, "-m", "jaxcal.cli", "report", "--demo", "--no-fit"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    argv = [sys.executable, "-m", "jaxcal.cli", "report", "--demo", "--no-fit"]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "top-label ECE" in result.stdout
+    if _cache.cache_disabled():
+        return
+    # A second process reads the stored executables back and prints the same report.
+    again = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == result.stdout
+    kernels = _cache.default_cache_dir() / "kernels"
+    assert any(kernels.glob("report-*.bin")), kernels
 
 
 def test_plot_and_json_files_are_written(tmp_path, capsys):
@@ -79,5 +84,8 @@ def test_help_documents_the_formats(capsys):
         "--plot",
         "--fit",
         "--quiet",
+        "--no-cache",
+        "JAXCAL_NO_COMPILATION_CACHE=1",
+        "~/.cache/jaxcal",
     ):
         assert text in out

@@ -2,14 +2,15 @@
 
 Each calibrator is fitted K times at once (``vmap`` over fold weights: the held-out fold
 weighted 0) and applied to every sample; each sample keeps the prediction of the fit that
-did not see it. Temperature scaling, Venn-Abers (merged probabilities), and top-label
-Platt scaling and isotonic regression (multiclass) or Platt scaling, isotonic and centred
-isotonic regression (binary), are scored by the ECE,
+did not see it. Temperature scaling, and top-label Platt scaling and isotonic regression
+(multiclass) or Platt scaling and isotonic regression (binary), are scored by the ECE,
 log loss, Brier score and accuracy of those held-out predictions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cache, partial
 from typing import Any
 
 import jax
@@ -19,64 +20,86 @@ import numpy as np
 import jaxcal
 from jaxcal import calibrators
 from jaxcal.cli._io import Model
-from jaxcal.cli._report import accuracy, jit_once
+from jaxcal.cli._kernels import FAST_RUN, Kernel
+from jaxcal.cli._report import accuracy
 
-_CALIBRATORS: dict[str, Any] = {}
+#: Calibrator id -> (factory, what it is fitted on: "scores" (the logits, or the
+#: log-probabilities when the file has none) or "probs").
+_FACTORIES: dict[str, tuple[Callable[[], Any], str]] = {
+    "temperature_scaling:logits": (
+        partial(calibrators.temperature_scaling, inputs="logits"),
+        "scores",
+    ),
+    "temperature_scaling:log_probs": (
+        partial(calibrators.temperature_scaling, inputs="log_probs"),
+        "scores",
+    ),
+    "platt": (calibrators.platt_scaling, "probs"),
+    "isotonic": (calibrators.isotonic, "probs"),
+    "top_label_platt": (lambda: calibrators.top_label(calibrators.platt_scaling()), "probs"),
+    "top_label_isotonic": (lambda: calibrators.top_label(calibrators.isotonic()), "probs"),
+    "centred_isotonic": (calibrators.centred_isotonic, "probs"),
+    "venn_abers": (calibrators.venn_abers, "probs"),
+    "venn_abers_multiclass": (partial(calibrators.venn_abers, multiclass=True), "probs"),
+}
 
 
-def _calibrator(name: str, build) -> Any:
+@cache
+def _calibrator(name: str) -> Any:
     """One calibrator per process: each factory call makes new closures, a new compile."""
-    if name not in _CALIBRATORS:
-        _CALIBRATORS[name] = build()
-    return _CALIBRATORS[name]
+    return _FACTORIES[name][0]()
 
 
-def _calibrators(binary: bool, logits_input: bool) -> dict[str, tuple[Any, str]]:
-    """Name -> (calibrator, what it is fitted on: "scores", "pair" or "probs")."""
-    space = "logits" if logits_input else "log_probs"
-    temperature = _calibrator(space, lambda: calibrators.temperature_scaling(inputs=space))
+def _calibrator_ids(binary: bool, logits_input: bool) -> dict[str, str]:
+    """Reported name -> calibrator id, in the order of the report."""
+    temperature = "temperature_scaling:" + ("logits" if logits_input else "log_probs")
     if binary:
         return {
-            "temperature_scaling": (temperature, "pair"),
-            "platt": (_calibrator("platt", calibrators.platt_scaling), "probs"),
-            "isotonic": (_calibrator("isotonic", calibrators.isotonic), "probs"),
-            "centred_isotonic": (
-                _calibrator("centred_isotonic", calibrators.centred_isotonic),
-                "probs",
-            ),
-            "venn_abers": (_calibrator("venn_abers", calibrators.venn_abers), "probs"),
+            "temperature_scaling": temperature,
+            "platt": "platt",
+            "isotonic": "isotonic",
+            "centred_isotonic": "centred_isotonic",
+            "venn_abers": "venn_abers",
         }
     return {
-        "temperature_scaling": (temperature, "scores"),
-        "top_label_platt": (
-            _calibrator(
-                "top_label_platt", lambda: calibrators.top_label(calibrators.platt_scaling())
-            ),
-            "probs",
-        ),
-        "top_label_isotonic": (
-            _calibrator(
-                "top_label_isotonic", lambda: calibrators.top_label(calibrators.isotonic())
-            ),
-            "probs",
-        ),
-        "venn_abers": (
-            _calibrator("venn_abers_multiclass", lambda: calibrators.venn_abers(multiclass=True)),
-            "probs",
-        ),
+        "temperature_scaling": temperature,
+        "top_label_platt": "top_label_platt",
+        "top_label_isotonic": "top_label_isotonic",
+        "venn_abers": "venn_abers_multiclass",
     }
 
 
-def _cross_fit_impl(cal, x, labels, folds, n_folds):
-    """Held-out predictions: fit on all folds but one (others weighted 0), apply to it."""
+def _fit_inputs(probs, scores, calibrator):
+    """What ``calibrator`` is fitted on; ``scores`` are the logits, or the probabilities when
+    the file has no logits."""
+    if _FACTORIES[calibrator][1] == "probs":
+        return probs
+    logits = calibrator.endswith(":logits")
+    if probs.ndim == 2:  # logits, or log-probabilities
+        return scores if logits else jnp.log(jnp.maximum(probs, jnp.finfo(probs.dtype).tiny))
+    # Temperature scaling of the two-class problem: (0, z), or (log(1 - p), log p).
+    if logits:
+        return jnp.stack([jnp.zeros_like(scores), scores], axis=1)
+    p = jnp.clip(probs, 0, 1)
+    return jnp.log(jnp.maximum(jnp.stack([1 - p, p], axis=1), jnp.finfo(p.dtype).tiny))
+
+
+def _cross_fit(probs, scores, labels, folds, *, calibrator, n_folds, n_bins):
+    """Held-out predictions: fit on all folds but one (others weighted 0), apply to it; their
+    ECE, log loss, Brier score and accuracy."""
+    cal = _calibrator(calibrator)
+    x = _fit_inputs(probs, scores, calibrator)
     fold_ids = jnp.arange(n_folds, dtype=jnp.int32)
     weights = (folds[None, :] != fold_ids[:, None]).astype(jnp.float32)
     params = jax.vmap(lambda w: cal.fit(x, labels, weights=w))(weights)
     out = jax.vmap(lambda p: cal.apply(p, x))(params)
-    return out[folds, jnp.arange(x.shape[0])]
+    out = out[folds, jnp.arange(x.shape[0])]
+    if out.ndim == 2 and probs.ndim == 1:  # the binary pair: the positive class
+        out = out[:, 1]
+    return _held_out_metrics(out, labels, n_bins)
 
 
-def _held_out_metrics_impl(probs, labels, n_bins):
+def _held_out_metrics(probs, labels, n_bins):
     return {
         "ece": jaxcal.ece(probs, labels, n_bins=n_bins),
         "log_loss": jaxcal.log_loss(probs, labels),
@@ -85,43 +108,52 @@ def _held_out_metrics_impl(probs, labels, n_bins):
     }
 
 
-def compute_fit(model: Model, *, n_bins: int, n_folds: int, seed: int) -> dict:
-    """Cross-fitted calibrators: ECE, log loss, Brier, accuracy on held-out folds."""
+def _uncalibrated(probs, labels, *, n_bins):
+    return _held_out_metrics(probs, labels, n_bins)
+
+
+# Platt scaling's L-BFGS loops run long enough for optimised code to pay off.
+_CROSS_FIT = Kernel("cross_fit", _cross_fit)
+_CROSS_FIT_RUN = Kernel("cross_fit", _cross_fit, options=FAST_RUN)
+_UNCALIBRATED = Kernel("uncalibrated", _uncalibrated)
+
+
+def fit_calls(model: Model, *, n_bins: int, n_folds: int, seed: int) -> list[tuple]:
+    """(reported name, kernel, arrays, static options) of each number set of ``--fit``."""
     n = model.probs.shape[0]
     folds = np.empty(n, dtype=np.int32)
     folds[np.random.default_rng(seed).permutation(n)] = np.arange(n) % n_folds
     binary = model.probs.ndim == 1
-    logits_input = model.logits is not None
-    probs = jnp.asarray(model.probs)
-    labels = jnp.asarray(model.labels)
-    scores = jnp.asarray(model.logits if logits_input else model.probs)
-    if binary:  # temperature scaling of the two-class problem (log(1 - p), log p) or (0, z)
-        if logits_input:
-            pair = jnp.stack([jnp.zeros_like(scores), scores], axis=1)
-        else:
-            p = jnp.clip(probs, 0, 1)
-            pair = jnp.log(jnp.maximum(jnp.stack([1 - p, p], axis=1), jnp.finfo(p.dtype).tiny))
-    elif not logits_input:
-        scores = jnp.log(jnp.maximum(probs, jnp.finfo(probs.dtype).tiny))
-    cross = jit_once("cross", _cross_fit_impl, static_argnames=("cal", "n_folds"))
-    held = jit_once("held", _held_out_metrics_impl, static_argnames=("n_bins",))
-    results = {"uncalibrated": held(probs, labels, n_bins=n_bins)}
-    folds_j = jnp.asarray(folds)
-    for name, (cal, source) in _calibrators(binary, logits_input).items():
-        if source == "pair":
-            out = cross(cal, pair, labels, folds_j, n_folds=n_folds)[:, 1]
-        else:
-            x = scores if source == "scores" else probs
-            out = cross(cal, x, labels, folds_j, n_folds=n_folds)
-        results[name] = held(out, labels, n_bins=n_bins)
-    order = list(results)  # device_get returns dicts with sorted keys
-    results = jax.device_get(results)
+    scores = model.probs if model.logits is None else jax.device_put(model.logits)
+    calls = [("uncalibrated", _UNCALIBRATED, (model.probs, model.labels), {"n_bins": n_bins})]
+    for name, calibrator in _calibrator_ids(binary, model.logits is not None).items():
+        kernel = _CROSS_FIT_RUN if "platt" in calibrator else _CROSS_FIT
+        arrays = (model.probs, scores, model.labels, folds)
+        static = {"calibrator": calibrator, "n_folds": n_folds, "n_bins": n_bins}
+        calls.append((name, kernel, arrays, static))
+    return calls
+
+
+def start_fit(model: Model, *, n_bins: int, n_folds: int, seed: int) -> dict:
+    """Dispatch the cross-fits of one model; device arrays by reported name (not waited for)."""
+    calls = fit_calls(model, n_bins=n_bins, n_folds=n_folds, seed=seed)
     return {
         "folds": n_folds,
         "seed": seed,
-        "temperature_inputs": "logits" if logits_input else "log_probs",
-        "results": {
-            k: {m: float(results[k][m]) for m in ("ece", "log_loss", "brier", "accuracy")}
-            for k in order
-        },
+        "temperature_inputs": "logits" if model.logits is not None else "log_probs",
+        "results": {name: kernel(*arrays, **static) for name, kernel, arrays, static in calls},
     }
+
+
+def finish_fit(raw: dict) -> dict:
+    """Host floats of :func:`start_fit`'s arrays, in the shape of the JSON schema."""
+    results = {
+        k: {m: float(v[m]) for m in ("ece", "log_loss", "brier", "accuracy")}
+        for k, v in raw["results"].items()
+    }
+    return {**raw, "results": results}
+
+
+def compute_fit(model: Model, *, n_bins: int, n_folds: int, seed: int) -> dict:
+    """Cross-fitted calibrators: ECE, log loss, Brier, accuracy on held-out folds."""
+    return finish_fit(start_fit(model, n_bins=n_bins, n_folds=n_folds, seed=seed))

@@ -20,6 +20,7 @@ import jaxcal
 from jaxcal import stats
 from jaxcal.cli._clinical import clinical_numbers, to_host
 from jaxcal.cli._io import Model
+from jaxcal.cli._kernels import Kernel
 
 #: Level of the bootstrap intervals.
 CONFIDENCE = 0.95
@@ -105,10 +106,10 @@ DECOMPOSITION = (
 )
 
 
-def _report_kernel_impl(probs, labels, key, n_bins, n_resamples):
+def _report_kernel(probs, labels, key_data, *, n_bins, n_resamples):
     """Every number of the report for one model, as a dict of 0-d arrays (one jit)."""
     binary = probs.ndim == 1
-    boot_key, consistency_key = jax.random.split(key)
+    boot_key, consistency_key = jax.random.split(jax.random.wrap_key_data(key_data))
     out = {}
     for name, _, metric in metric_specs(n_bins, binary):
         res = stats.bootstrap_ci(
@@ -153,12 +154,30 @@ def _report_kernel_impl(probs, labels, key, n_bins, n_resamples):
     return out
 
 
-def compute_report(model: Model, *, n_bins: int, n_resamples: int, seed: int) -> dict:
-    """Host floats of every metric and test of one model (see the JSON schema)."""
-    kernel = jit_once("report", _report_kernel_impl, static_argnames=("n_bins", "n_resamples"))
-    raw = kernel(
-        model.probs, model.labels, jax.random.key(seed), n_bins=n_bins, n_resamples=n_resamples
+_REPORT = Kernel("report", _report_kernel)
+
+
+def report_call(model: Model, *, n_bins: int, n_resamples: int, seed: int) -> tuple:
+    """(kernel, arrays, static options) of one model's report."""
+    key_data = jax.random.key_data(jax.random.key(seed))
+    return (
+        _REPORT,
+        (model.probs, model.labels, key_data),
+        {
+            "n_bins": n_bins,
+            "n_resamples": n_resamples,
+        },
     )
+
+
+def start_report(model: Model, *, n_bins: int, n_resamples: int, seed: int) -> dict:
+    """Dispatch the report kernel of one model; its device arrays (not waited for)."""
+    kernel, arrays, static = report_call(model, n_bins=n_bins, n_resamples=n_resamples, seed=seed)
+    return kernel(*arrays, **static)
+
+
+def finish_report(raw: dict) -> dict:
+    """Host floats of :func:`start_report`'s arrays, in the shape of the JSON schema."""
     raw = jax.device_get(raw)
     metrics, tests = {}, {}
     clinical = to_host(raw.pop("clinical")) if "clinical" in raw else None
@@ -175,17 +194,6 @@ def compute_report(model: Model, *, n_bins: int, n_resamples: int, seed: int) ->
     return {"metrics": metrics, "tests": tests, "clinical": clinical}
 
 
-_JIT_ONCE: dict[str, Any] = {}
-
-
-def jit_once(name: str, fn, **kwargs):
-    """``jax.jit(fn)``, made once per process.
-
-    The report's kernels are large graphs that run once on small data: on CPU they are
-    compiled without LLVM's backend optimisations, which cuts their compile time by a
-    quarter and costs nothing measurable at run time (0.1 s for the demo either way).
-    """
-    if name not in _JIT_ONCE:
-        options = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
-        _JIT_ONCE[name] = jax.jit(fn, compiler_options=options, **kwargs)
-    return _JIT_ONCE[name]
+def compute_report(model: Model, *, n_bins: int, n_resamples: int, seed: int) -> dict:
+    """Host floats of every metric and test of one model (see the JSON schema)."""
+    return finish_report(start_report(model, n_bins=n_bins, n_resamples=n_resamples, seed=seed))
