@@ -82,10 +82,10 @@ def binned_stats(
 
     ``groups`` ``(N,)`` or ``(N, K)`` (int32 in ``[0, n_groups)``) split each bin by group
     (the predicted class of the top-label ECE, the column of the classwise views).
-    Quantile edges are those of all ``scores`` together. The weights are scaled first
-    (:func:`jaxcal._numerics.scale_free`): the sums' weight field is in that scale.
+    Quantile edges are those of all ``scores`` together. The metric kernels pass weights
+    scaled by :func:`jaxcal._numerics.scale_free`; the streaming state passes its
+    batches' weights as they are (its sums add up across batches).
     """
-    weights = scale_free(weights)
     edges, bins = bin_edges_and_index(scores, n_bins, binning, closed, weights)
     segments = bins if groups is None else groups * n_bins + bins
     offsets = uniform_anchors(n_bins) if binning == "uniform" else bin_anchors(edges, n_groups)
@@ -114,11 +114,12 @@ def classwise_stats(probs, labels, weights, n_bins, binning, closed, moments=Fal
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias"))
 def _ece_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
+    summary_weights, weights = weights, scale_free(weights)  # any scale, one answer
     rows = input_row_stats(probs)
     scores, targets, _ = scores_and_targets(probs, labels, rows=rows)
     _, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
     value = gap_norm(stats, jnp.ones(1, stats.weight.dtype), norm, debias)
-    return value, summarize(probs, labels, weights, rows)
+    return value, summarize(probs, labels, summary_weights, rows)
 
 
 def ece(
@@ -251,10 +252,11 @@ mce.binned_form = {"norm": "max"}
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias"))
 def _classwise_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
+    summary_weights, weights = weights, scale_free(weights)  # any scale, one answer
     k = probs.shape[1]
     stats = classwise_stats(probs, labels, weights, n_bins, binning, closed)
     value = gap_norm(stats, jnp.full(k, 1 / k, stats.weight.dtype), norm, debias)
-    return value, summarize(probs, labels, weights)
+    return value, summarize(probs, labels, summary_weights)
 
 
 def classwise_ece(
@@ -305,6 +307,7 @@ def classwise_ece(
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias", "average"))
 def _top_label_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias, average):
+    summary_weights, weights = weights, scale_free(weights)  # any scale, one answer
     k = probs.shape[1]
     rows = input_row_stats(probs)
     conf, correct, pred = scores_and_targets(probs, labels, "confidence", rows)
@@ -320,7 +323,7 @@ def _top_label_kernel(probs, labels, weights, n_bins, binning, norm, closed, deb
         per_class = jax.vmap(one_class)(jnp.arange(k, dtype=jnp.int32))
         stats = BinStats(*(f.reshape(k, n_bins) for f in per_class))
     value = gap_norm(stats, top_label_group_weights(stats, average), norm, debias)
-    return value, summarize(probs, labels, weights, rows)
+    return value, summarize(probs, labels, summary_weights, rows)
 
 
 def top_label_group_weights(stats: BinStats, average: str) -> jax.Array:
@@ -412,10 +415,10 @@ class ReliabilityCurve:
 def _reliability_kernel(probs, labels, weights, n_bins, binning, closed):
     rows = input_row_stats(probs)
     scores, targets, _ = scores_and_targets(probs, labels, rows=rows)
-    scale = 0
-    if weights is not None:  # binned_stats sums scaled weights; report the caller's scale
-        weights, scale = normalize_weights(weights.astype(compute_dtype(weights.dtype)))
-    edges, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
+    scaled, scale = weights, 0
+    if weights is not None:  # sum scaled weights; report them in the caller's scale
+        scaled, scale = normalize_weights(weights.astype(compute_dtype(weights.dtype)))
+    edges, stats = binned_stats(scores, targets, scaled, n_bins, binning, closed)
     stats = BinStats(*(f[0] for f in stats))
     weight = jnp.ldexp(stats.weight, scale)
     curve = ReliabilityCurve(

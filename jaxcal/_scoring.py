@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from jaxcal._binning import BinMoments, BinStats, check_binning
 from jaxcal._checks import check_probs_labels
 from jaxcal._ece import binned_stats, classwise_stats
-from jaxcal._numerics import safe_divide, upcast, weighted_mean
+from jaxcal._numerics import safe_divide, scale_free, upcast, weighted_mean
 from jaxcal._validity import run_validated, summarize
 
 
@@ -182,6 +182,7 @@ def decomposition_terms(
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "closed"))
 def _decomposition_kernel(probs, labels, weights, n_bins, binning, closed):
+    summary_weights, weights = weights, scale_free(weights)  # any scale, one answer
     brier = weighted_mean(brier_per_sample(probs, labels), weights)
     if probs.ndim == 1:  # the positive class only
         _, (stats, moments) = binned_stats(
@@ -192,7 +193,7 @@ def _decomposition_kernel(probs, labels, weights, n_bins, binning, closed):
     total = jnp.sum(stats.weight[0])
     terms = decomposition_terms(stats, moments, total)
     value = BrierDecomposition(brier, *(t.sum() for t in terms))
-    return value, summarize(probs, labels, weights)
+    return value, summarize(probs, labels, summary_weights)
 
 
 def brier_decomposition(
