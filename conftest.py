@@ -24,6 +24,11 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 
 # Modules whose doctests need an optional extra (tests/ skip with importorskip instead).
 collect_ignore = [] if importlib.util.find_spec("flax") else ["jaxcal/streaming/_nnx.py"]
+if not importlib.util.find_spec("pyarrow"):  # the parquet extra
+    collect_ignore += [f"jaxcal/streaming/_{m}.py" for m in ("arrow", "parquet", "dask")]
+    collect_ignore += ["jaxcal/cli/_parquet.py"]
+elif not importlib.util.find_spec("dask"):  # the dask extra
+    collect_ignore += ["jaxcal/streaming/_dask.py"]
 
 # Compiled code is kept between test runs: most of the suite's time is XLA compiling, and
 # CI runs it in three processes (fast tests, slow tests, the demo). JAX's persistent

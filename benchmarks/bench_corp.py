@@ -46,7 +46,8 @@ from _timing import (
 )
 
 import jaxcal
-from jaxcal._corp import order_keys, sort_keys
+from jaxcal._corp import order_keys
+from jaxcal._sort import sort
 from jaxcal.stats import score_decomposition_ci
 
 REFERENCE = "jaxcal brier"
@@ -75,7 +76,7 @@ def decomposition(n, clock, repeats, budget):
         md = None
     p, y = _data(n)
     pj, yj = jnp.asarray(p), jnp.asarray(y)
-    packed = jax.jit(lambda q, t: sort_keys(order_keys(q) * 2 + t))
+    packed = jax.jit(lambda q, t: sort(order_keys(q) * 2 + t))
     cases = {}
     for score in ("brier", "log"):
         fn = jax.jit(lambda q, t, score=score: jaxcal.score_decomposition(q, t, score=score))

@@ -34,6 +34,7 @@ from jaxcal._binning import BinStats, check_binning
 from jaxcal._confidence import scores_and_targets
 from jaxcal._ece import binned_stats, check_norm, ece, gap_norm
 from jaxcal._random import MAX_WORD, below, blocks, class_thresholds, threshold
+from jaxcal._sort import argsort
 
 #: With ``batch_size=None`` a batch of the fast path holds about this many labels (its
 #: batches hold only int8 pair counts; the generic path's hold 2**20).
@@ -144,7 +145,7 @@ def hit_plan(
       counts: ``(M,)`` int32 samples per bin.
     """
     n, n_bins = probs.shape[0], counts.shape[0]
-    order = jnp.argsort(scores, stable=True)
+    order = argsort(scores)
     if groups is None:  # a hit is a positive label: word < hi
         lo = None
         hi = threshold(probs)

@@ -3,10 +3,10 @@
 Conventions (DESIGN.md):
 
 * ``binning="uniform"``: M equal-width bins. ``closed="right"`` (Guo et al. 2017, the
-  ECML-PKDD tutorial): [0, 1/M], (1/M, 2/M], ..., ((M-1)/M, 1]. ``closed="left"``
-  (scikit-learn, torchmetrics): [0, 1/M), ..., [(M-1)/M, 1]. The edge k/M is the value
-  of k/M *rounded to the input's dtype*, so a probability typed as 0.6 lands in the bin
-  the convention says in bfloat16, float16, float32 and float64 alike.
+  ECML-PKDD tutorial, scikit-learn's ``calibration_curve``): [0, 1/M], (1/M, 2/M], ...,
+  ((M-1)/M, 1]. ``closed="left"`` (torchmetrics): [0, 1/M), ..., [(M-1)/M, 1]. The edge
+  k/M is the value of k/M *rounded to the input's dtype*, so a probability typed as 0.6
+  lands in the bin the convention says in bfloat16, float16, float32 and float64 alike.
 * ``binning="quantile"``: equal-mass bins whose inner edges are empirical quantiles of
   the scores (weighted, when weights are given). Bins are decided by comparing values with
   edges, so equal scores always share a bin; with N distinct scores and M bins each bin
@@ -27,7 +27,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcal._checks import check_option, check_positive_int
-from jaxcal._numerics import block_partial_sums, block_segment_ids, compute_dtype, tree_sum
+from jaxcal._numerics import (
+    BLOCK,
+    block_partial_sums,
+    block_segment_ids,
+    compute_dtype,
+    tree_sum,
+    two_product,
+)
+from jaxcal._sort import argsort, sort
 
 BINNINGS = ("uniform", "quantile")
 CLOSED = ("right", "left")
@@ -110,13 +118,19 @@ def quantile_edges(
     With ``closed="right"`` the inner edge b is the smallest sorted score whose cumulative
     weight reaches b/M of the total (bins (e_b, e_{b+1}] then hold the first b/M of the
     mass); with ``closed="left"`` it is the first score past that mass (bins [e_b, e_{b+1})).
-    Unweighted, N = 1000 distinct scores into M = 10 bins give ten bins of 100.
+    "Reaches" is decided exactly, ``M cum_k >= b W`` (``>`` for left), never through a
+    rounded ``b W / M``: unweighted, the positions ``ceil(b N / M) - 1`` and
+    ``floor(b N / M)`` are integers known from the shape; weighted, the float cumulative
+    sums are compared by error-free products (:func:`jaxcal._numerics.two_product`), so
+    integer weights (exact sums) give exactly equal masses. N = 1000 distinct scores into
+    M = 10 bins give ten bins of 100, in every dtype and for every M dividing N.
 
     Args:
       scores: ``(N,)`` values in [0, 1].
       n_bins: M >= 1.
       closed: ``"right"`` or ``"left"``, the convention the edges will be used with.
-      weights: optional ``(N,)`` non-negative weights (weighted quantiles).
+      weights: optional ``(N,)`` non-negative weights (weighted quantiles; the cumulative
+        sums are float sums in the scores' compute dtype).
 
     Returns:
       ``(M + 1,)`` non-decreasing edges in the scores' compute dtype.
@@ -128,16 +142,65 @@ def quantile_edges(
     """
     dtype = compute_dtype(scores.dtype)
     s = scores.astype(dtype)
-    order = jnp.argsort(s)
-    sorted_scores = s[order]
-    w = jnp.ones_like(s) if weights is None else weights.astype(dtype)[order]
-    cum = jnp.cumsum(w)
-    # b * W / M, multiplying first: b / M * W rounds 0.9 * 1000 to 900.00006 in float32.
-    targets = jnp.arange(1, n_bins, dtype=dtype) * cum[-1] / n_bins
-    side = "left" if closed == "right" else "right"
-    idx = jnp.clip(jnp.searchsorted(cum, targets, side=side), 0, s.shape[0] - 1)
-    inner = sorted_scores[idx]
+    n = s.shape[0]
+    if weights is None:
+        inner = sort(s)[inner_positions(n, n_bins, closed)]
+    else:
+        order = argsort(s)
+        cum = jnp.cumsum(weights.astype(dtype)[order])
+        b = jnp.arange(1, n_bins, dtype=dtype)
+        inner = s[order[first_reaching(cum, b, n_bins, strict=closed == "left")]]
     return jnp.concatenate([jnp.zeros(1, dtype), inner, jnp.ones(1, dtype)])
+
+
+def inner_positions(n: int, n_bins: int, closed: str) -> np.ndarray:
+    """Sorted positions of the M - 1 inner unweighted quantiles: exact integers.
+
+    The first k with ``M (k + 1) >= b N`` (right-closed: ``ceil(b N / M) - 1``) or
+    ``M (k + 1) > b N`` (left-closed: ``floor(b N / M)``), b = 1..M-1, as int32.
+    """
+    b = np.arange(1, n_bins, dtype=np.int64)
+    pos = -(-b * n // n_bins) - 1 if closed == "right" else b * n // n_bins
+    return np.clip(pos, 0, max(n - 1, 0)).astype(np.int32)
+
+
+def first_reaching(cum: jax.Array, b: jax.Array, n_bins, strict: bool) -> jax.Array:
+    """For each b, the first k with ``M cum_k >= b W`` (``>`` if strict), W = cum[-1].
+
+    Decided exactly on the float ``cum`` (error-free products, after an exact
+    power-of-two rescaling that keeps them in range), never through a rounded
+    ``b W / M``. Non-decreasing ``cum`` makes the property monotone in k: a bisection
+    of ceil(log2(N + 1)) steps. No such k: N - 1.
+
+    Args:
+      cum: ``(N,)`` non-decreasing cumulative weights.
+      b: ``(B,)`` numerators (integers, in ``cum``'s dtype).
+      n_bins: M, an integer (Python or 0-d array).
+      strict: ``>`` instead of ``>=``.
+    """
+    n, dtype = cum.shape[0], cum.dtype
+    total = cum[-1]
+    big, small = dtype.type(2.0**64), dtype.type(2.0**-64)
+    scale = jnp.where(total > big, small, jnp.where(total < small, big, dtype.type(1)))
+    cum, total = cum * scale, total * scale
+    target, target_err = two_product(jnp.broadcast_to(total, b.shape), b)
+    m = jnp.asarray(n_bins).astype(dtype)
+
+    def reaches(k):
+        p, err = two_product(cum[k], jnp.broadcast_to(m, k.shape))
+        ahead = (err > target_err) if strict else (err >= target_err)
+        return (p > target) | ((p == target) & ahead)
+
+    def halve(_, bounds):
+        lo, hi = bounds
+        mid = (lo + hi) // 2
+        ok = reaches(jnp.minimum(mid, n - 1))
+        open_ = lo < hi
+        return jnp.where(open_ & ~ok, mid + 1, lo), jnp.where(open_ & ok, mid, hi)
+
+    lo = jnp.zeros(b.shape, jnp.int32)
+    lo, _ = jax.lax.fori_loop(0, max(1, n.bit_length()), halve, (lo, jnp.full_like(lo, n)))
+    return jnp.minimum(lo, n - 1)
 
 
 def uniform_bin_index(scores: jax.Array, n_bins: int, closed: str = "right") -> jax.Array:
@@ -246,6 +309,7 @@ def bin_sums(
     weights: jax.Array | None = None,
     offsets: jax.Array | Callable[[jax.Array], jax.Array] | None = None,
     moments: bool = False,
+    block: int = BLOCK,
 ) -> BinStats | tuple[BinStats, BinMoments]:
     """Per-segment sums of samples, weights, scores and binary targets (and moments).
 
@@ -256,7 +320,7 @@ def bin_sums(
     Sums run in blocks of ``BLOCK`` samples (one scatter per quantity, sharing one index)
     and the blocks are added by a radix tree (:mod:`jaxcal._numerics`): float32 stays
     accurate for any N and counts are exact int32. Without weights, count and hits travel
-    packed in one int32 scatter (``1 + (target << 16)``; a block never holds more than 256
+    packed in one int32 scatter (``1 + (target << 16)``; a block never holds more than 8192
     of either). Scores are summed as deviations ``d = score - offset`` from a per-segment
     reference (e.g. :func:`bin_anchors`), then ``offset * weight`` is added back: the partial
     sums stay small, so 2e7 identical float32 scores in one bin keep their mean to float32
@@ -277,6 +341,8 @@ def bin_sums(
         or a function of the segment ids (e.g. :func:`uniform_anchors`), which avoids a
         gather.
       moments: also return :class:`BinMoments` (the within-segment moments of ``d``).
+      block: rows per block of partial sums (``BLOCK``; many segments want more:
+        :func:`jaxcal._numerics.rows_per_block`).
 
     Returns:
       ``BinStats`` with fields of shape ``(S,)``, and with ``moments`` the pair
@@ -302,7 +368,7 @@ def bin_sums(
         y = (jnp.arange(segment_ids.shape[1], dtype=jnp.int32)[None, :] == column).astype(jnp.int32)
     else:
         y = targets.astype(jnp.int32)
-    ids, n_blocks = block_segment_ids(segment_ids, num_segments)
+    ids, n_blocks = block_segment_ids(segment_ids, num_segments, block)
 
     def total(values, at=ids):
         return tree_sum(block_partial_sums(values, at, n_blocks, num_segments))
@@ -323,7 +389,7 @@ def bin_sums(
         )
         weight, sum_dev = total(w), total(w * s)
         if one_hot_index:
-            target_ids_flat, _ = block_segment_ids(target_ids, num_segments)
+            target_ids_flat, _ = block_segment_ids(target_ids, num_segments, block)
             sum_target = total(row_weights, target_ids_flat)
         else:
             sum_target = total(w * y.astype(dtype))
@@ -333,7 +399,7 @@ def bin_sums(
         return stats
     sum_dev_sq = total(s * s if w is None else w * s * s)
     if one_hot_index:
-        target_ids_flat, _ = block_segment_ids(target_ids, num_segments)
+        target_ids_flat, _ = block_segment_ids(target_ids, num_segments, block)
         dy = target_dev if row_weights is None else row_weights * target_dev
         sum_dev_target = total(dy, target_ids_flat)
     else:

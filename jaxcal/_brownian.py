@@ -44,6 +44,7 @@ import numpy as np
 from jax.scipy.special import log_ndtr, ndtr
 
 from jaxcal._checks import as_float, values_checkable
+from jaxcal._numerics import upcast
 
 # Switch points between the theta and the Gaussian-tail series, and the term counts.
 _MAX_SWITCH = 1.2
@@ -58,7 +59,7 @@ def _check_x(x: Any, name: str = "x") -> jax.Array:
     arr = as_float(x, name)
     if values_checkable(arr) and arr.size and bool(np.isnan(np.asarray(arr, np.float64)).any()):
         raise ValueError(f"`{name}` must not contain NaN.")
-    return arr
+    return upcast(arr)  # the series need float32 at least (erfc has no 16-bit kernel)
 
 
 @jax.custom_jvp

@@ -11,10 +11,11 @@ curve.
 One sort of integer keys does the work. A float in the compute dtype maps to an integer
 of its width that orders like it (:func:`order_keys`); without weights the outcome is
 packed into the key's lowest bit, so that the one sort of the packed keys gives, knot by
-knot, the number of samples and of positive outcomes (XLA:CPU sorts int32 keys 5x faster
-than floats and 10x faster than ``argsort``). With weights, or where each sample's knot
-is needed (the fitted values, the resampling bands), the knot of each sample is found by
-binary search among the sorted knots. :func:`sort_keys` is the one sort of this module.
+knot, the number of samples and of positive outcomes (a sort of integer values,
+:func:`jaxcal._sort.sort`, costs less than an argsort on every backend: NumPy's SIMD sort
+on CPU). With weights, or where each sample's knot is needed (the fitted values, the
+resampling bands), the knot of each sample is found by binary search among the sorted
+knots.
 """
 
 from __future__ import annotations
@@ -38,15 +39,10 @@ from jaxcal._isotonic import (
     tie_starts,
 )
 from jaxcal._numerics import compute_dtype, int_dtype_of, normalize_weights, safe_divide
+from jaxcal._sort import sort
 
 #: How a multiclass problem becomes binary ones (1-D probs are always the binary view).
 REDUCTIONS = ("top_label", "classwise")
-
-
-def sort_keys(keys: jax.Array) -> jax.Array:
-    """Ascending sort of integer keys ``(N,)``: the one sort of CORP (the place to switch
-    to a faster sort)."""
-    return jnp.sort(keys)
 
 
 def order_keys(scores: jax.Array) -> jax.Array:
@@ -99,7 +95,7 @@ def knots_of(scores: jax.Array, weights: jax.Array | None) -> Knots:
     keys = order_keys(scores)
     top = jnp.iinfo(keys.dtype).max
     valid = jnp.ones((n,), bool) if weights is None else weights > 0
-    sk = sort_keys(jnp.where(valid, keys, top))
+    sk = sort(jnp.where(valid, keys, top))
     start, gid, size = _starts_and_ids(sk, sk != top)
     knot_keys = _knot_keys(sk, start, gid)
     index = jnp.clip(jnp.searchsorted(knot_keys, keys), 0, n - 1).astype(jnp.int32)
@@ -129,7 +125,7 @@ def packed_knots(scores: jax.Array, targets: jax.Array, with_keys: bool = False)
     ``with_keys`` (the decomposition needs only the sums).
     """
     n = scores.shape[0]
-    packed = sort_keys(order_keys(scores) * 2 + targets.astype(int_dtype_of(scores.dtype)))
+    packed = sort(order_keys(scores) * 2 + targets.astype(int_dtype_of(scores.dtype)))
     sk, positive = packed >> 1, (packed & 1).astype(jnp.int32)
     start, gid, size = _starts_and_ids(sk, jnp.ones((n,), bool))
     counts = jax.ops.segment_sum(jnp.ones((n,), jnp.int32), gid, n, indices_are_sorted=True)

@@ -48,6 +48,7 @@ from jaxcal._corp import (
 )
 from jaxcal._ece import binned_stats
 from jaxcal._numerics import compute_dtype, safe_divide, safe_log, scale_free, weighted_mean
+from jaxcal._validity import mask_padding
 
 SCORES = ("brier", "log")
 METHODS = ("corp", "binned")
@@ -152,6 +153,7 @@ def decompose(score, method, probs, labels, weights, n_bins, binning, closed, re
 def _decomposition_kernel(
     probs, labels, weights, score, method, n_bins, binning, closed, reduction
 ):
+    probs, labels, _ = mask_padding(probs, labels, weights)  # rows of weight 0: anything
     return decompose(score, method, probs, labels, weights, n_bins, binning, closed, reduction)
 
 

@@ -25,9 +25,16 @@ from jaxcal._binning import (
     uniform_anchors,
 )
 from jaxcal._checks import check_option, check_probs_labels
-from jaxcal._confidence import input_row_stats, scores_and_targets
-from jaxcal._numerics import compute_dtype, normalize_weights, safe_divide, safe_sqrt, scale_free
-from jaxcal._validity import run_validated, summarize
+from jaxcal._confidence import scores_and_targets
+from jaxcal._numerics import (
+    BLOCK,
+    compute_dtype,
+    normalize_weights,
+    safe_divide,
+    safe_sqrt,
+    scale_free,
+)
+from jaxcal._validity import kernel_inputs, run_validated
 
 NORMS = ("l1", "l2", "max")
 AVERAGES = ("label", "sample")
@@ -76,7 +83,16 @@ def gap_norm(stats: BinStats, group_weights: jax.Array, norm: str, debias: bool)
 
 
 def binned_stats(
-    scores, targets, weights, n_bins, binning, closed, groups=None, n_groups=1, moments=False
+    scores,
+    targets,
+    weights,
+    n_bins,
+    binning,
+    closed,
+    groups=None,
+    n_groups=1,
+    moments=False,
+    block=BLOCK,
 ):
     """Edges and per-(group, bin) sums ``(G, M)`` of scores against binary targets.
 
@@ -89,11 +105,11 @@ def binned_stats(
     edges, bins = bin_edges_and_index(scores, n_bins, binning, closed, weights)
     segments = bins if groups is None else groups * n_bins + bins
     offsets = uniform_anchors(n_bins) if binning == "uniform" else bin_anchors(edges, n_groups)
-    sums = bin_sums(segments, scores, targets, n_groups * n_bins, weights, offsets, moments)
+    sums = bin_sums(segments, scores, targets, n_groups * n_bins, weights, offsets, moments, block)
     return edges, jax.tree_util.tree_map(lambda f: f.reshape(n_groups, n_bins), sums)
 
 
-def classwise_stats(probs, labels, weights, n_bins, binning, closed, moments=False):
+def classwise_stats(probs, labels, weights, n_bins, binning, closed, moments=False, block=BLOCK):
     """Per-(class, bin) sums ``(K, M)`` of every column ``p_k`` against ``labels == k``.
 
     Uniform bins: one pass over the ``(N, K)`` entries with segment ids
@@ -102,7 +118,8 @@ def classwise_stats(probs, labels, weights, n_bins, binning, closed, moments=Fal
     k = probs.shape[1]
     if binning == "uniform":
         classes = jnp.broadcast_to(jnp.arange(k, dtype=jnp.int32), probs.shape)
-        return binned_stats(probs, labels, weights, n_bins, binning, closed, classes, k, moments)[1]
+        args = (classes, k, moments, block)
+        return binned_stats(probs, labels, weights, n_bins, binning, closed, *args)[1]
 
     def one_class(column, c):
         target = labels == c
@@ -114,12 +131,12 @@ def classwise_stats(probs, labels, weights, n_bins, binning, closed, moments=Fal
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias"))
 def _ece_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
-    summary_weights, weights = weights, scale_free(weights)  # any scale, one answer
-    rows = input_row_stats(probs)
+    probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
+    weights = scale_free(weights)  # any scale of the weights, one answer
     scores, targets, _ = scores_and_targets(probs, labels, rows=rows)
     _, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
     value = gap_norm(stats, jnp.ones(1, stats.weight.dtype), norm, debias)
-    return value, summarize(probs, labels, summary_weights, rows)
+    return value, summary
 
 
 def ece(
@@ -155,9 +172,10 @@ def ece(
       binning: ``"uniform"`` (equal width) or ``"quantile"`` (equal mass; edges are
         weighted empirical quantiles of the scores, equal scores share a bin).
       norm: ``"l1"``, ``"l2"`` or ``"max"`` (the MCE).
-      closed: ``"right"`` (default; bins [0, 1/M], (1/M, 2/M], ...) or ``"left"``
-        ([0, 1/M), ..., [(M-1)/M, 1], as scikit-learn and torchmetrics). An input equal to
-        an edge in its own dtype lands as the convention says.
+      closed: ``"right"`` (default; bins [0, 1/M], (1/M, 2/M], ..., as scikit-learn's
+        ``calibration_curve``) or ``"left"`` ([0, 1/M), ..., [(M-1)/M, 1], as
+        torchmetrics). An input equal to an edge in its own dtype lands as the convention
+        says.
       debias: with ``norm="l2"``, the debiased estimator of Kumar, Liang & Ma (2019) (see
         :func:`gap_norm`), returned as sqrt(max(estimate, 0)).
       weights: optional ``(N,)`` non-negative sample weights; 0 masks padding.
@@ -252,11 +270,12 @@ mce.binned_form = {"norm": "max"}
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias"))
 def _classwise_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
-    summary_weights, weights = weights, scale_free(weights)  # any scale, one answer
     k = probs.shape[1]
+    probs, labels, _, summary = kernel_inputs(probs, labels, weights, rows=False)
+    weights = scale_free(weights)  # any scale of the weights, one answer
     stats = classwise_stats(probs, labels, weights, n_bins, binning, closed)
     value = gap_norm(stats, jnp.full(k, 1 / k, stats.weight.dtype), norm, debias)
-    return value, summarize(probs, labels, summary_weights)
+    return value, summary
 
 
 def classwise_ece(
@@ -307,9 +326,9 @@ def classwise_ece(
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias", "average"))
 def _top_label_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias, average):
-    summary_weights, weights = weights, scale_free(weights)  # any scale, one answer
     k = probs.shape[1]
-    rows = input_row_stats(probs)
+    probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
+    weights = scale_free(weights)  # any scale of the weights, one answer
     conf, correct, pred = scores_and_targets(probs, labels, "confidence", rows)
     if binning == "uniform":
         _, stats = binned_stats(conf, correct, weights, n_bins, binning, closed, pred, k)
@@ -323,7 +342,7 @@ def _top_label_kernel(probs, labels, weights, n_bins, binning, norm, closed, deb
         per_class = jax.vmap(one_class)(jnp.arange(k, dtype=jnp.int32))
         stats = BinStats(*(f.reshape(k, n_bins) for f in per_class))
     value = gap_norm(stats, top_label_group_weights(stats, average), norm, debias)
-    return value, summarize(probs, labels, summary_weights, rows)
+    return value, summary
 
 
 def top_label_group_weights(stats: BinStats, average: str) -> jax.Array:
@@ -413,7 +432,7 @@ class ReliabilityCurve:
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "closed"))
 def _reliability_kernel(probs, labels, weights, n_bins, binning, closed):
-    rows = input_row_stats(probs)
+    probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
     scores, targets, _ = scores_and_targets(probs, labels, rows=rows)
     scaled, scale = weights, 0
     if weights is not None:  # sum scaled weights; report them in the caller's scale
@@ -428,7 +447,7 @@ def _reliability_kernel(probs, labels, weights, n_bins, binning, closed):
         mean_confidence=safe_divide(stats.sum_score, stats.weight),
         mean_accuracy=safe_divide(stats.sum_target, stats.weight),
     )
-    return curve, summarize(probs, labels, weights, rows)
+    return curve, summary
 
 
 def reliability_curve(

@@ -18,6 +18,7 @@ from jaxcal._confidence import scores_and_targets
 from jaxcal._corp import curve_of
 from jaxcal._loess import lowess
 from jaxcal._numerics import compute_dtype, weighted_mean
+from jaxcal._sort import sort
 
 SMOOTHERS = ("loess", "corp")
 
@@ -41,7 +42,7 @@ class ICI(NamedTuple):
 def type7_quantile(values: jax.Array, valid: jax.Array, q: float) -> jax.Array:
     """R's default (type 7) quantile of the ``valid`` entries: linear between order stats."""
     m = jnp.sum(valid).astype(jnp.int32)
-    s = jnp.sort(jnp.where(valid, values, jnp.inf))
+    s = sort(jnp.where(valid, values, jnp.inf))
     h = (jnp.maximum(m, 1) - 1).astype(values.dtype) * q
     lo = jnp.floor(h).astype(jnp.int32)
     hi = jnp.minimum(lo + 1, jnp.maximum(m - 1, 0))

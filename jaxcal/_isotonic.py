@@ -22,7 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._numerics import int_dtype_of, safe_divide
+from jaxcal._numerics import int_dtype_of, safe_divide, vary_like
+from jaxcal._sort import sort
 
 
 class IsotonicParams(NamedTuple):
@@ -57,7 +58,8 @@ def group_starts(xs: jax.Array, valid: jax.Array, eps: float) -> jax.Array:
             new = v & (x - start >= eps)
             return jnp.where(new, x, start), new
 
-        return jax.lax.scan(step, jnp.asarray(-jnp.inf, xs.dtype), (xs, valid))[1]
+        start = vary_like(jnp.asarray(-jnp.inf, xs.dtype), xs)  # varies as xs (shard_map)
+        return jax.lax.scan(step, start, (xs, valid))[1]
 
     return jax.lax.cond(exact, lambda _: gap, sequential, None)
 
@@ -209,7 +211,9 @@ def pava_stack(wg: jax.Array, sg: jax.Array, size: jax.Array):
         return (i < size) | violates(top, below, head)
 
     zero, first = jnp.zeros(2, sg.dtype), jnp.int32(0)
-    init = (first, first, zero, first, zero, first, sums, starts)
+    # Typed as varying like the data inside shard_map; outside, the same buffers (a select
+    # of two equal operands, folded by XLA: the loop still updates them in place).
+    init = vary_like((first, first, zero, first, zero, first, sums, starts), sg)
     _, top, _, _, _, _, sums, starts = jax.lax.while_loop(cond, step, init)
     return sums, starts, top
 
@@ -276,7 +280,7 @@ def sorted_groups(
     valid = w > 0  # zero-weight samples are dropped, as in scikit-learn
     top = jnp.iinfo(int_dtype_of(dtype)).max
     key = jnp.where(valid, float_keys(s), top)
-    keys = jnp.sort(key)
+    keys = sort(key)
     live = keys != top
     xs = key_values(keys, dtype)
     new = tie_starts(keys if ties == "exact" else xs, live, ties)

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 
 from jaxcal._isotonic import float_keys
 from jaxcal._numerics import safe_divide
+from jaxcal._sort import argsort, sort
 
 #: Moments 0..11: (x^3)^3 of the tricube weight times x^2 of the local linear fit.
 ORDERS = 12
@@ -225,7 +226,7 @@ def _fallback(x, y, r, left_end, k, h):
 
 
 def _median(values, valid, n_valid):
-    s = jnp.sort(jnp.where(valid, values, jnp.inf))
+    s = sort(jnp.where(valid, values, jnp.inf))
     lo = jnp.maximum((n_valid - 1) // 2, 0)
     hi = jnp.maximum(n_valid // 2, 0)
     return (s[lo] + s[hi]) / 2
@@ -249,7 +250,7 @@ def lowess(
     w = jnp.ones((n,), dtype) if weights is None else weights.astype(dtype)
     valid = w > 0
     top = jnp.iinfo(float_keys(x).dtype).max
-    order = jnp.argsort(jnp.where(valid, float_keys(x), top))
+    order = argsort(jnp.where(valid, float_keys(x), top))
     xs, ys, ws, vs = x[order], y.astype(dtype)[order], w[order], valid[order]
     n_valid = jnp.sum(vs).astype(jnp.int32)
     last = xs[jnp.maximum(n_valid - 1, 0)]

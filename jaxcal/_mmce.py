@@ -14,10 +14,10 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._checks import check_option, check_probs_labels
-from jaxcal._confidence import input_row_stats
 from jaxcal._numerics import safe_divide, safe_sqrt
 from jaxcal._objectives import check_hyperparameter, float_scores_targets, sample_weights
-from jaxcal._validity import run_validated, summarize
+from jaxcal._sort import argsort
+from jaxcal._validity import kernel_inputs, run_validated
 
 MMCE_VARIANTS = ("unweighted", "weighted")
 
@@ -40,7 +40,7 @@ def laplace_quadratic_form(x: jax.Array, a: jax.Array, bandwidth: jax.Array) -> 
     exact (G, G) lower-triangular kernel product. This replaces the (N, N) kernel matrix
     (or its blocks) of the reference implementation; it is exact up to round-off.
     """
-    order = jnp.argsort(x)
+    order = argsort(x)
     xs, as_ = x[order], a[order]
     dtype = xs.dtype
     g = _LAPLACE_SEGMENTS
@@ -80,9 +80,8 @@ def mmce_value(probs, labels, weights, bandwidth, variant, rows=None):
 
 @partial(jax.jit, static_argnames=("variant",))
 def _mmce_kernel(probs, labels, weights, bandwidth, variant):
-    rows = input_row_stats(probs)
-    value = mmce_value(probs, labels, weights, bandwidth, variant, rows)
-    return value, summarize(probs, labels, weights, rows)
+    probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
+    return mmce_value(probs, labels, weights, bandwidth, variant, rows), summary
 
 
 def mmce(

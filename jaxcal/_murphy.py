@@ -35,6 +35,7 @@ from jaxcal._checks import (
 )
 from jaxcal._corp import REDUCTIONS, binary_problems
 from jaxcal._numerics import compute_dtype, safe_divide, scale_free
+from jaxcal._validity import mask_padding
 
 
 class MurphyDiagram(NamedTuple):
@@ -72,6 +73,7 @@ def elementary_scores(scores, targets, weights, thresholds):
 
 @partial(jax.jit, static_argnames=("reduction",))
 def _murphy_kernel(probs, labels, weights, thresholds, reduction):
+    probs, labels, _ = mask_padding(probs, labels, weights)  # rows of weight 0: anything
     scores, targets = binary_problems(probs, labels, reduction)
     return MurphyDiagram(thresholds, elementary_scores(scores, targets, weights, thresholds))
 

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcal._numerics import compute_dtype
+from jaxcal._sort import argsort
 
 #: The largest word: as a threshold it means "always" (a probability of 1).
 MAX_WORD = np.uint32(0xFFFFFFFF)
@@ -231,7 +232,7 @@ def label_plan(probs: jax.Array, scores: jax.Array) -> LabelPlan:
     the two samples of a block are neighbours in score.
     """
     n = probs.shape[0]
-    order = jnp.argsort(scores, stable=True)
+    order = argsort(scores)
     rank = jnp.zeros(n, jnp.uint32).at[order].set(jnp.arange(n, dtype=jnp.uint32))
     return LabelPlan(label_thresholds(probs), rank >> np.uint32(1), (rank & np.uint32(1)) == 1)
 

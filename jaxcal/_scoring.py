@@ -12,7 +12,7 @@ from jaxcal._binning import BinMoments, BinStats, check_binning
 from jaxcal._checks import check_probs_labels
 from jaxcal._ece import binned_stats, classwise_stats
 from jaxcal._numerics import safe_divide, scale_free, upcast, weighted_mean
-from jaxcal._validity import run_validated, summarize
+from jaxcal._validity import kernel_inputs, run_validated
 
 
 def brier_per_sample(probs: jax.Array, labels: jax.Array) -> jax.Array:
@@ -47,8 +47,8 @@ def log_loss_per_sample(probs: jax.Array, labels: jax.Array) -> jax.Array:
 
 @jax.jit
 def _brier_kernel(probs, labels, weights):
-    value = weighted_mean(brier_per_sample(probs, labels), weights)
-    return value, summarize(probs, labels, weights)
+    probs, labels, _, summary = kernel_inputs(probs, labels, weights, rows=False)
+    return weighted_mean(brier_per_sample(probs, labels), weights), summary
 
 
 def brier_score(
@@ -87,8 +87,8 @@ def brier_score(
 
 @jax.jit
 def _log_loss_kernel(probs, labels, weights):
-    value = weighted_mean(log_loss_per_sample(probs, labels), weights)
-    return value, summarize(probs, labels, weights)
+    probs, labels, _, summary = kernel_inputs(probs, labels, weights, rows=False)
+    return weighted_mean(log_loss_per_sample(probs, labels), weights), summary
 
 
 def log_loss(
@@ -182,7 +182,8 @@ def decomposition_terms(
 
 @partial(jax.jit, static_argnames=("n_bins", "binning", "closed"))
 def _decomposition_kernel(probs, labels, weights, n_bins, binning, closed):
-    summary_weights, weights = weights, scale_free(weights)  # any scale, one answer
+    probs, labels, _, summary = kernel_inputs(probs, labels, weights, rows=False)
+    weights = scale_free(weights)  # any scale of the weights, one answer
     brier = weighted_mean(brier_per_sample(probs, labels), weights)
     if probs.ndim == 1:  # the positive class only
         _, (stats, moments) = binned_stats(
@@ -192,8 +193,7 @@ def _decomposition_kernel(probs, labels, weights, n_bins, binning, closed):
         stats, moments = classwise_stats(probs, labels, weights, n_bins, binning, closed, True)
     total = jnp.sum(stats.weight[0])
     terms = decomposition_terms(stats, moments, total)
-    value = BrierDecomposition(brier, *(t.sum() for t in terms))
-    return value, summarize(probs, labels, summary_weights)
+    return BrierDecomposition(brier, *(t.sum() for t in terms)), summary
 
 
 def brier_decomposition(

@@ -15,10 +15,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._checks import check_probs_labels
-from jaxcal._confidence import input_row_stats
-from jaxcal._numerics import safe_divide
+from jaxcal._numerics import safe_divide, vary_like
 from jaxcal._objectives import check_hyperparameter, float_scores_targets, sample_weights
-from jaxcal._validity import run_validated, summarize
+from jaxcal._validity import kernel_inputs, run_validated
 
 #: smooth ECE: number of grid intervals on [0, 1] (the kernel is applied on G + 1 nodes)
 #: and the bandwidth search interval [SMECE_MIN_BANDWIDTH, 1] (relplot's ``eps``).
@@ -83,7 +82,8 @@ def _smece_fixed_point(moments: jax.Array) -> jax.Array:
         above = _smece_at(moments, mid) <= mid  # mid is at or past the fixed point
         return jnp.where(above, lo, mid), jnp.where(above, mid, hi)
 
-    lo, hi = jax.lax.fori_loop(0, _BISECTION_STEPS, body, (lo0, hi0))
+    bounds = vary_like((lo0, hi0), moments)  # the body reads the moments (shard_map)
+    lo, hi = jax.lax.fori_loop(0, _BISECTION_STEPS, body, bounds)
     sigma = 0.5 * (lo + hi)
     sigma = jnp.where(_smece_at(moments, lo0) <= lo0, lo0, sigma)
     return jnp.where(_smece_at(moments, hi0) >= hi0, hi0, sigma)
@@ -91,8 +91,7 @@ def _smece_fixed_point(moments: jax.Array) -> jax.Array:
 
 @partial(jax.jit, static_argnames=("auto",))
 def _smooth_ece_kernel(probs, labels, weights, bandwidth, auto):
-    rows = input_row_stats(probs)
-    summary = summarize(probs, labels, weights, rows)
+    probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
     s, y = float_scores_targets(probs, labels, rows)
     dtype = s.dtype
     w = sample_weights(weights, s)

@@ -15,10 +15,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._checks import check_option, check_positive_int, check_probs_labels
-from jaxcal._confidence import input_row_stats
 from jaxcal._numerics import compute_dtype, safe_divide, safe_sqrt
 from jaxcal._objectives import check_hyperparameter, float_scores_targets, sample_weights
-from jaxcal._validity import run_validated, summarize
+from jaxcal._validity import kernel_inputs, run_validated
 
 SOFT_NORMS = ("l1", "l2")
 
@@ -103,7 +102,12 @@ def _soft_ece_forward(s, y, w, t, n_bins, norm):
     total = w.sum()
     if norm == "l1":
         return safe_divide(jnp.abs(excess).sum(), total), (excess, total, None)
-    gap = safe_divide(excess, mass)  # |gap| <= 1: bounded even for near-empty bins
+    # |gap| <= 1: bounded even for near-empty bins. A bin with less than eps of the total
+    # mass holds no measurable share of the error (its term is at most its mass) and
+    # counts as empty: the memberships of far bins underflow towards 0, and the second
+    # derivatives of excess / mass divide by mass**3 (NaN once mass**2 underflows).
+    filled = mass > jnp.finfo(mass.dtype).eps * total
+    gap = safe_divide(excess, jnp.where(filled, mass, 0))
     value = safe_sqrt(safe_divide(jnp.sum(gap * excess), total))
     return value, (excess, total, gap)
 
@@ -187,9 +191,8 @@ def soft_ece_value(probs, labels, weights, temperature, n_bins, norm, rows=None)
 
 @partial(jax.jit, static_argnames=("n_bins", "norm"))
 def _soft_ece_kernel(probs, labels, weights, temperature, n_bins, norm):
-    rows = input_row_stats(probs)
-    value = soft_ece_value(probs, labels, weights, temperature, n_bins, norm, rows)
-    return value, summarize(probs, labels, weights, rows)
+    probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
+    return soft_ece_value(probs, labels, weights, temperature, n_bins, norm, rows), summary
 
 
 def soft_ece(

@@ -38,7 +38,7 @@ from jaxcal._checks import (
     values_checkable,
 )
 from jaxcal._confidence import RowStats, input_row_stats
-from jaxcal._numerics import compute_dtype
+from jaxcal._numerics import compute_dtype, mask_unweighted
 
 
 class InputSummary(NamedTuple):
@@ -105,6 +105,62 @@ def summarize(
     return InputSummary(_probs_excess(probs, rows), _labels_high(labels), _weights_excess(weights))
 
 
+def mask_padding(
+    probs: jax.Array,
+    labels: jax.Array,
+    weights: jax.Array | None,
+    rows: RowStats | None = None,
+) -> tuple[jax.Array, jax.Array, RowStats | None]:
+    """``(probs, labels, rows)`` with the padding of zero-weight rows made harmless.
+
+    Under ``jit`` nothing is validated, and the padding rows of a fixed-shape batch may
+    hold anything: NaN (the softmax of all ``-inf`` logits), an ignore label (-100, or K).
+    Their weight 0 alone does not mask them (``0 * nan`` is NaN, a label outside [0, K)
+    gathers NaN), so in rows without positive weight non-finite probabilities become the
+    uniform 1/K (1/2 for 1-D) and labels outside [0, K) become 0, as the streaming update
+    does; the weight 0 keeps them out of every sum. Valid values stay as they are, so
+    valid rows, and derivatives with respect to the weights, are unchanged.
+
+    ``rows``: the :func:`jaxcal._confidence.input_row_stats` of the raw 2-D ``probs``,
+    masked instead of them (a zero-weight row whose sum is not finite gets the statistics
+    of the uniform row); ``probs`` then come back as they are, for a kernel that reads them
+    through ``rows`` only (masking the ``(N, K)`` array as well doubled the time of a
+    weighted ``ece``). The validity summary must be
+    taken of the raw inputs, before this (eager calls validate every row, padding too).
+    """
+    if weights is None:
+        return probs, labels, rows
+    k = 2 if probs.ndim == 1 else probs.shape[1]
+    fill = 1 / k
+    labels = mask_unweighted(labels, weights, 0, (labels < 0) | (labels >= k))
+    if rows is None:
+        probs = mask_unweighted(probs, weights, fill)
+    else:  # the kernel reads 2-D probs through their row statistics only
+        bad = ~jnp.isfinite(rows.checked_sum)
+        rows = RowStats(
+            mask_unweighted(rows.max, weights, fill, bad),
+            mask_unweighted(rows.argmax, weights, 0, bad),
+            mask_unweighted(rows.checked_sum, weights, 1, bad),
+        )
+    return probs, labels, rows
+
+
+def kernel_inputs(
+    probs: jax.Array, labels: jax.Array, weights: jax.Array | None, *, rows: bool = True
+) -> tuple[jax.Array, jax.Array, RowStats | None, InputSummary]:
+    """What a metric's kernel does first: summarise its raw inputs, then mask the padding.
+
+    Returns ``(probs, labels, rows, summary)``: the inputs through :func:`mask_padding`,
+    the :func:`jaxcal._confidence.input_row_stats` of 2-D ``probs`` (None for 1-D, or with
+    ``rows=False`` for kernels that do not take the top label), and the
+    :class:`InputSummary` of the raw inputs, from the same pass over the rows.
+    """
+    stats = input_row_stats(probs) if rows else None
+    summary = summarize(probs, labels, weights, stats)
+    probs, labels, stats = mask_padding(probs, labels, weights, stats)
+    return probs, labels, stats, summary
+
+
 def raise_if_invalid(
     summary: InputSummary,
     probs: jax.Array,
@@ -151,6 +207,27 @@ def _signature(identity, *arrays) -> tuple:
     return (kernel, tuple(_hashable(v) for v in static), shapes)
 
 
+def replicate_explicit(*arrays: jax.Array | None) -> tuple[jax.Array | None, ...]:
+    """``arrays``, those sharded over *explicit* mesh axes resharded to replicated.
+
+    Under ``jax.set_mesh`` of a mesh with ``AxisType.Explicit`` axes, an array's sharding
+    is part of its type and every scatter (the kernels' per-bin sums) would need its own
+    ``out_sharding``; the metrics reduce over all rows anyway, so they gather them first.
+    Arrays without explicit sharding (the default) are returned as they are.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> replicate_explicit(jnp.ones(2), None)
+      (Array([1., 1.], dtype=float32), None)
+    """
+    out = []
+    for x in arrays:
+        if x is not None and any(p is not None for p in jax.typeof(x).sharding.spec):
+            x = jax.sharding.reshard(x, jax.sharding.PartitionSpec())
+        out.append(x)
+    return tuple(out)
+
+
 def run_validated(
     kernel,
     probs: jax.Array,
@@ -172,6 +249,7 @@ def run_validated(
     ``signature``: ``(identity, options)`` that identifies the kernel and its static
     options when ``kernel`` is a closure made per call (default: ``(kernel, static)``).
     """
+    probs, labels, weights, diagnose = replicate_explicit(probs, labels, weights, diagnose)
     user_probs = probs if diagnose is None else diagnose
     if values_checkable(user_probs, labels, weights):
         identity = (kernel, static) if signature is None else signature

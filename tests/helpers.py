@@ -1,8 +1,13 @@
-"""Shared test helpers: the one tolerance helper and float64 switching."""
+"""Shared test helpers: the one tolerance helper, float64 switching, multi-device runs."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -46,3 +51,23 @@ def count_compiles(fn):
     jitted = jax.jit(traced)
     jitted.compiles = lambda: len(traces)
     return jitted
+
+
+def run_on_cpu_devices(script: Path, *args: str, devices: int = 4):
+    """Run ``script`` in a fresh Python on ``devices`` CPU devices (warnings are errors,
+    this checkout of jaxcal first on the path); the JSON of its last stdout line."""
+    env = dict(os.environ)
+    flags = env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}"
+    env.update(XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
+    root = str(Path(__file__).parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-W", "error", str(script), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,5 +1,7 @@
 """Binning: edge conventions in every float dtype, quantile bins, exact large counts."""
 
+import bisect
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -13,6 +15,8 @@ from jaxcal._binning import (
     bin_anchors,
     bin_sums,
     edges_bin_index,
+    first_reaching,
+    inner_positions,
     quantile_edges,
     uniform_bin_index,
     uniform_edges,
@@ -99,6 +103,113 @@ def test_weighted_quantiles_match_reference():
         edges = quantile_edges(jnp.asarray(s), 6, closed, jnp.asarray(w))
         got = edges_bin_index(jnp.asarray(s), edges, closed)
         np.testing.assert_array_equal(got, reference.quantile_bin(s, 6, closed, w))
+
+
+def test_right_closed_bins_are_scikit_learns_on_edges():
+    # calibration_curve bins by np.searchsorted(edges[1:-1], p) (side "left"): a score on
+    # an edge goes to the lower bin, which is closed="right" (README's conventions).
+    from sklearn.calibration import calibration_curve
+
+    p = np.array([0.0, 0.125, 0.25, 0.3, 0.5, 0.625, 0.75, 0.9, 1.0])  # k/8 exact in binary
+    y = np.array([0, 1, 1, 0, 1, 0, 1, 1, 0])
+    prob_true, prob_pred = calibration_curve(y, p, n_bins=8)
+    for closed, agrees in (("right", True), ("left", False)):
+        curve = jaxcal.reliability_curve(p.astype(np.float32), y, n_bins=8, closed=closed)
+        keep = np.asarray(curve.counts) > 0  # scikit-learn drops empty bins
+        ours = np.asarray(curve.mean_confidence)[keep]
+        same = ours.shape == prob_pred.shape and np.allclose(ours, prob_pred)
+        assert same == agrees, closed
+        if agrees:
+            assert_close(np.asarray(curve.mean_accuracy)[keep], prob_true)
+
+
+# Issue 20: float32 quantile bins were not equal-mass under jit. The targets b W / M
+# became b W * (1 / M), which rounds up (3000 / 15 -> 200.00002), so the search put an
+# edge one sample late: 7 distinct scores in 7 bins gave counts [1 1 2 0 1 2 0].
+_ISSUE_BIN_COUNTS = {"right": (7, 13, 14, 15, 26, 28, 30), "left": (41, 47, 55, 61)}
+
+
+def _exact_first_reaching(cum, b, n_bins, strict):
+    """Oracle in exact (integer) arithmetic: first k with M cum_k >= b W (> if strict)."""
+    total = cum[-1]
+
+    def reached(c):
+        return c * n_bins > b * total if strict else c * n_bins >= b * total
+
+    return min(bisect.bisect_left(cum, True, key=reached), len(cum) - 1)
+
+
+def _centred_scores(n):
+    return jnp.asarray(((np.arange(n) + 0.5) / n).astype(np.float32))
+
+
+def _quantile_counts(scores, weights, n_bins, closed):
+    edges = quantile_edges(scores, n_bins, closed, weights)
+    return jnp.bincount(edges_bin_index(scores, edges, closed), length=n_bins)
+
+
+_quantile_counts_jit = jax.jit(_quantile_counts, static_argnums=(2, 3))
+
+
+def test_seven_scores_fill_seven_quantile_bins():
+    s = ((np.arange(7) + 0.5) / 7).astype(np.float32)
+    curve = jaxcal.reliability_curve(s, np.zeros(7, int), n_bins=7, binning="quantile")
+    assert curve.counts.tolist() == [1] * 7
+
+
+@pytest.mark.parametrize("closed", ["right", "left"])
+def test_float32_quantile_bins_are_equal_mass_under_jit(closed):
+    for n_bins in _ISSUE_BIN_COUNTS[closed]:
+        counts = _quantile_counts_jit(_centred_scores(n_bins), None, n_bins, closed)
+        assert counts.tolist() == [1] * n_bins, n_bins
+    # The weighted path at the default M (every M: the first_reaching test below).
+    ones = jnp.ones(15, jnp.float32)
+    assert _quantile_counts_jit(_centred_scores(15), ones, 15, closed).tolist() == [1] * 15
+
+
+@pytest.mark.parametrize("closed", ["right", "left"])
+def test_unweighted_quantile_positions_are_exact_for_every_bin_count(closed):
+    for n_bins in range(1, 101):
+        for n in (1, n_bins, 3 * n_bins, 997, 3000):
+            cum = list(range(1, n + 1))
+            expected = [
+                _exact_first_reaching(cum, b, n_bins, closed == "left") for b in range(1, n_bins)
+            ]
+            assert inner_positions(n, n_bins, closed).tolist() == expected, (n_bins, n)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_weighted_quantile_positions_are_exact_in_float32_for_every_bin_count(strict):
+    # Integer weights have exact float32 sums; scaling them by a power of two keeps the
+    # sums exact and exercises the rescaling that keeps the error-free products in range.
+    # M is an argument here, so one compile (vmapped over M = 1..100) serves them all.
+    rng = np.random.default_rng(9)
+    numerators = jnp.arange(1, 100, dtype=jnp.float32)
+    find = jax.jit(
+        jax.vmap(lambda cum, m: first_reaching(cum, numerators, m, strict), in_axes=(None, 0))
+    )
+    bin_counts = list(range(1, 101))
+    for weights in (np.ones(3000), rng.integers(0, 6, 3000), rng.integers(1, 1000, 3000)):
+        cum = np.cumsum(weights).astype(np.int64)
+        exact = cum.tolist()
+        for scale in (1.0, 2.0**90, 2.0**-90):
+            got = find(jnp.asarray((cum * scale).astype(np.float32)), jnp.asarray(bin_counts))
+            for n_bins, row in zip(bin_counts, np.asarray(got), strict=True):
+                expected = [
+                    _exact_first_reaching(exact, b, n_bins, strict) for b in range(1, n_bins)
+                ]
+                assert row[: n_bins - 1].tolist() == expected, (n_bins, scale)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("closed", ["right", "left"])
+def test_float32_quantile_bins_are_equal_mass_for_every_bin_count(closed):
+    for n_bins in range(1, 101):
+        n = 3 * n_bins
+        s = _centred_scores(n)
+        for weights in (None, jnp.ones(n, jnp.float32)):
+            counts = _quantile_counts_jit(s, weights, n_bins, closed)
+            assert counts.tolist() == [3] * n_bins, (n_bins, weights is None)
 
 
 def test_bin_sums_sums():

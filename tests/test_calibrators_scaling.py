@@ -325,3 +325,35 @@ def test_dirichlet_default_input_is_probabilities():
     assert_close(fitted.info.loss, explicit.fit(probs, labels).info.loss)
     with pytest.raises(ValueError, match="inputs"):
         default.fit(logits.astype(np.float32), labels)
+
+
+def test_apply_names_mismatched_params():
+    """D19: params of another calibrator, or of another K, get a ValueError naming them."""
+    z = jnp.asarray(_data(0)[0][:40])
+    y = jnp.arange(40) % K
+    with pytest.raises(ValueError, match="`params` must be the TemperatureParams"):
+        TEMP.apply(2.0, z)
+    vector = cal.vector_scaling()
+    prm = vector.fit(z, y)
+    with pytest.raises(ValueError, match=r"`params.weight` must have shape \(3,\)"):
+        vector.apply(prm, z[:, :3])
+
+
+def test_fit_differentiates_implicitly():
+    """D20: d T*/d logits from the optimality condition equals central differences."""
+    with x64():
+        z = jnp.asarray(_data(1, n=60)[0], jnp.float64)
+        y = jnp.arange(60) % K
+        fit = cal.temperature_scaling(tol=1e-12)
+
+        def temperature(x):
+            return fit.fit(x, y).temperature
+
+        direction = jnp.asarray(np.random.default_rng(0).normal(size=z.shape))
+        _, derivative = jax.jvp(temperature, (z,), (direction,))
+        eps = 1e-5
+        central = (temperature(z + eps * direction) - temperature(z - eps * direction)) / (2 * eps)
+        # central differences of an iterative fit: about eps**2 and the fit's tolerance
+        assert_close(derivative, central, rtol=1e-5)
+        grad = jax.grad(temperature)(z)
+        assert_close(jnp.vdot(grad, direction), derivative)

@@ -62,7 +62,7 @@ def test_regression_ssc_matches_mapie(use_x64):
     if use_x64:
         y, lo, up = as_f64(y, lo, up)
     with x64() if use_x64 else contextlib.nullcontext():
-        for b in (1, 3, 20):  # 20 groups: the sort path (more than 16 boundaries)
+        for b in (1, 3, 20):  # 20 groups: the sort path (more than 3 boundaries)
             ssc = cv.regression_ssc(y, lo, up, num_bins=b)
             assert ssc.coverage.shape == (L, b)
             assert_close(ssc.coverage, mapie_reg.regression_ssc(y64, pis, num_bins=b))

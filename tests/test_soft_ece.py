@@ -168,3 +168,11 @@ def test_soft_ece_chunked_path_matches_single_pass(monkeypatch):
         chunked = value_and_grad()
     assert_close(chunked[0], whole[0])
     assert_close(chunked[1], whole[1])
+
+
+def test_l2_second_derivatives_are_finite_with_near_empty_bins():
+    """D07: every second derivative of the l2 soft ECE was NaN once a soft bin was empty."""
+    s = jnp.linspace(0.3, 0.7, 8)
+    y = jnp.array([0, 1] * 4)
+    hess = jax.hessian(lambda t: jaxcal.soft_ece(t, y, norm="l2"))(s)
+    assert np.all(np.isfinite(np.asarray(hess)))

@@ -1,12 +1,7 @@
 """Streaming state: chunked == one-shot for every output, merge/psum, padding, dtypes, clu."""
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from functools import partial
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import reference
-from helpers import assert_close, count_compiles, x64
+from helpers import assert_close, count_compiles, run_on_cpu_devices, x64
 
 import jaxcal
 from jaxcal import streaming
@@ -508,21 +503,7 @@ def test_multi_device_psum_and_sharded_jit_equal_one_shot(tmp_path):
     np.savez(tmp_path / "data.npz", probs=probs, labels=labels, weights=weights, n_bins=M)
     script = tmp_path / "multi_device.py"
     script.write_text(_MULTI_DEVICE_SCRIPT)
-    env = dict(os.environ)
-    flags = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
-    env.update(XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
-    root = str(Path(__file__).parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    proc = subprocess.run(
-        [sys.executable, "-W", "error", str(script), str(tmp_path / "data.npz")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = run_on_cpu_devices(script, str(tmp_path / "data.npz"))
     assert {"psum", "sharded"} <= set(result)
     expected = _one_shot(probs, labels, weights, closed="right")
     for name, out in result.items():

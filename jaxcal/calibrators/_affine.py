@@ -25,7 +25,9 @@ from jaxcal.calibrators._base import (
     minimize,
     weighted_mean,
 )
+from jaxcal.calibrators._implicit import implicit_argmin
 from jaxcal.calibrators._inputs import MULTICLASS_INPUTS, log_probs_of
+from jaxcal.calibrators._params import ParamsSpec
 
 
 class AffineParams(NamedTuple):
@@ -93,29 +95,41 @@ def _affine(
             total = total + lam / (k * (k - 1)) * jnp.sum(off * off) + mu / k * jnp.sum(b * b)
         return total
 
-    @jax.jit
-    def _fit(x, labels, weights):
+    def objective(params, outputs_of, labels, weights):
+        """The weighted mean NLL of softmax(outputs_of(params)), plus the penalty."""
+        logp = jax.nn.log_softmax(outputs_of(params), axis=1)
+        onehot = labels[:, None] == jnp.arange(logp.shape[1], dtype=jnp.int32)[None, :]
+        nll = -jnp.sum(jnp.where(onehot, logp, 0), axis=1)
+        return weighted_mean(nll, weights) + penalty(params)
+
+    def solve(data):
+        x, labels, weights = data
         z = features(x)
         k = z.shape[1]
-        dtype = z.dtype
-        onehot = labels[:, None] == jnp.arange(k, dtype=jnp.int32)[None, :]
-
         # Optimise W' = c W on features z / c, c their largest magnitude: the same map,
         # conditioned as if the features were O(1) (logits of 1e4 would stall L-BFGS).
         absz = jnp.abs(z) if weights is None else jnp.where((weights > 0)[:, None], jnp.abs(z), 0)
         scale = jnp.maximum(jnp.max(absz), 1)
         zs = z / scale
 
-        def loss(scaled):
+        def loss(scaled):  # the objective at W = W' / c, whose outputs are those of W' on z / c
             params = (scaled[0] / scale, scaled[1])
-            logp = jax.nn.log_softmax(outputs(scaled, zs), axis=1)
-            nll = -jnp.sum(jnp.where(onehot, logp, 0), axis=1)
-            return weighted_mean(nll, weights) + penalty(params)
+            return objective(params, lambda _: outputs(scaled, zs), labels, weights)
 
-        w0 = jnp.ones((k,), dtype) if kind == "vector" else jnp.eye(k, dtype=dtype)
-        init = (w0 * scale, jnp.zeros((k,), dtype))
+        w0 = jnp.ones((k,), z.dtype) if kind == "vector" else jnp.eye(k, dtype=z.dtype)
+        init = (w0 * scale, jnp.zeros((k,), z.dtype))
         (w, b), info = minimize(loss, init, optimizer=optimizer, max_iter=max_iter, tol=tol)
-        return AffineParams(w / scale, b, info)
+        return (w / scale, b), info
+
+    def objective_at(params, info, data):
+        z = features(data[0])
+        return objective(params, lambda p: outputs(p, z), data[1], data[2])
+
+    @jax.jit
+    def _fit(x, labels, weights):
+        # Derivatives of the fit: from its optimality condition (calibrators._implicit).
+        (w, b), info = implicit_argmin(solve, objective_at, None, (x, labels, weights))
+        return AffineParams(w, b, info)
 
     @jax.jit
     def _apply(params, x):
@@ -123,7 +137,13 @@ def _affine(
         p = (params.weight.astype(z.dtype), params.bias.astype(z.dtype))
         return jax.nn.softmax(outputs(p, z), axis=1)
 
-    return from_kernels(_fit, _apply, inputs, binary=False)
+    def shapes(x_shape):
+        k = x_shape[1]
+        return {"weight": (k,) if kind == "vector" else (k, k), "bias": (k,)}
+
+    name = {"vector": "vector_scaling", "matrix": "matrix_scaling"}.get(kind, kind)
+    spec = ParamsSpec(AffineParams, shapes, f"{name}()")
+    return from_kernels(_fit, _apply, inputs, binary=False, params=spec)
 
 
 def vector_scaling(

@@ -19,12 +19,14 @@ import jax.numpy as jnp
 import optax
 
 from jaxcal._checks import check_positive_int
-from jaxcal._numerics import safe_divide, scale_free
+from jaxcal._numerics import safe_divide, scale_free, vary_like
 from jaxcal.calibrators._inputs import (
     check_binary_inputs,
     check_fit_args,
     check_multiclass_inputs,
+    mask_fit_padding,
 )
+from jaxcal.calibrators._params import ParamsSpec, check_params
 
 
 class Calibrator(NamedTuple):
@@ -104,7 +106,35 @@ class ValidatedFit:
 
     def __call__(self, x: Any, labels: Any, *, weights: Any = None) -> Any:
         args = check_fit_args(x, labels, weights, self.inputs, binary=self.binary)
-        return self.kernel(*args)
+        return self.kernel(*mask_fit_padding(*args, self.inputs))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ValidatedApply:
+    """The ``apply`` of a jaxcal calibrator: validate ``x`` and ``params``, call the kernel.
+
+    A frozen callable like :class:`ValidatedFit`; the reductions read its ``params`` spec
+    to check the stacked parameters of their binary calibrator.
+
+    Attributes:
+      kernel: ``kernel(params, x) -> probs``, the jitted apply.
+      inputs: the input space of ``x``.
+      binary: ``x`` is ``(N,)`` positive-class scores, else ``(N, K)``.
+      params: the :class:`ParamsSpec` of the parameters (None: unchecked).
+    """
+
+    kernel: Callable[..., jax.Array]
+    inputs: str
+    binary: bool
+    params: ParamsSpec | None
+
+    def __call__(self, params: Any, x: Any) -> jax.Array:
+        if self.binary:
+            x, name = check_binary_inputs(x, self.inputs), "scores"
+        else:
+            x, name = check_multiclass_inputs(x, self.inputs), "logits"
+        check_params(params, self.params, x, name)
+        return self.kernel(params, x)
 
 
 def from_kernels(
@@ -113,19 +143,19 @@ def from_kernels(
     inputs: str,
     *,
     binary: bool,
+    params: ParamsSpec | None = None,
 ) -> Calibrator:
     """The public ``Calibrator`` around a factory's two jitted kernels.
 
     ``fit(x, labels, *, weights=None)`` and ``apply(params, x)`` validate their arguments
-    for the input space ``inputs`` (value checks only on concrete arrays, so both trace),
-    then call ``fit_kernel(x, labels, weights)`` or ``apply_kernel(params, x)``.
+    for the input space ``inputs`` (value checks only on concrete arrays, so both trace;
+    ``params`` against their :class:`ParamsSpec`, by type and shape), then call
+    ``fit_kernel(x, labels, weights)`` or ``apply_kernel(params, x)``.
     """
-    check_inputs = check_binary_inputs if binary else check_multiclass_inputs
-
-    def apply(params: Any, x: Any) -> jax.Array:
-        return apply_kernel(params, check_inputs(x, inputs))
-
-    return Calibrator(ValidatedFit(fit_kernel, inputs, binary), apply)
+    return Calibrator(
+        ValidatedFit(fit_kernel, inputs, binary),
+        ValidatedApply(apply_kernel, inputs, binary, params),
+    )
 
 
 def check_solver_options(optimizer: Any, max_iter: Any, tol: Any) -> int:
@@ -142,6 +172,15 @@ def check_solver_options(optimizer: Any, max_iter: Any, tol: Any) -> int:
         raise ValueError(f"`tol` must be None or a non-negative number; got {tol!r}.")
     return max_iter
 
+
+_SHARD_MAP_LINE_SEARCH = (
+    "This fit cannot run inside jax.shard_map with check_vma=True: the line search of its "
+    "optax optimizer (optimizer=None is optax.lbfgs(), whose zoom line search starts its "
+    "inner loops from device-invariant constants) fails JAX's check of device-varying "
+    "types (optax 0.2.x). Pass check_vma=False to jax.shard_map, or build the calibrator "
+    "with an optimizer without a line search (e.g. optimizer=optax.adam(0.05)); "
+    "temperature_scaling() (Newton), isotonic() and histogram_binning() fit under the check."
+)
 
 #: Iterations in a row without a decrease of the loss at working precision before
 #: :func:`minimize` stops (float32 line searches can fail once and then recover).
@@ -238,8 +277,15 @@ def minimize(
         )
 
     zero = jnp.zeros((), jnp.int32)
-    carry = (init, state, value, grad, zero, zero, jnp.zeros((), bool))
-    params, _, value, grad, k, stalls, bad = jax.lax.while_loop(cond, body, carry)
+    # The loss at the start reads all the data `fun` closes over: inside shard_map the
+    # carry then varies across devices as the body's outputs do.
+    carry = vary_like((init, state, value, grad, zero, zero, jnp.zeros((), bool)), value)
+    try:
+        params, _, value, grad, k, stalls, bad = jax.lax.while_loop(cond, body, carry)
+    except TypeError as err:
+        if "manual axis" not in str(err) and "{V:" not in str(err):
+            raise
+        raise ValueError(_SHARD_MAP_LINE_SEARCH) from err
     gnorm = _max_abs(grad)
     converged = ~bad & ((gnorm <= tol) | (stalls >= STALL_PATIENCE))
     return params, FitInfo(value, gnorm, k, converged)

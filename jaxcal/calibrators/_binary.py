@@ -17,11 +17,13 @@ from jaxcal.calibrators._base import (
     minimize,
     weighted_mean,
 )
+from jaxcal.calibrators._implicit import implicit_argmin
 from jaxcal.calibrators._inputs import (
     BINARY_INPUTS,
     log_odds_of,
     log_probs_pair_of,
 )
+from jaxcal.calibrators._params import ParamsSpec
 
 
 class PlattParams(NamedTuple):
@@ -66,13 +68,15 @@ def _feature_scale(x: jax.Array, weights: jax.Array | None) -> jax.Array:
     return jnp.maximum(jnp.max(absx, axis=0), 1)
 
 
-def _logistic(x, targets, weights, theta0, mask, optimizer, max_iter, tol):
+def _cross_entropy(theta, x, targets, weights, mask):
     """Weighted mean binary cross-entropy of sigmoid(x @ (mask * theta[:-1]) + theta[-1])."""
+    z = x @ (mask * theta[:-1]) + theta[-1]
+    return weighted_mean(jax.nn.softplus(z) - targets * z, weights)
 
-    def loss(theta):
-        z = x @ (mask * theta[:-1]) + theta[-1]
-        return weighted_mean(jax.nn.softplus(z) - targets * z, weights)
 
+def _logistic(x, targets, weights, theta0, mask, optimizer, max_iter, tol):
+    """Minimise :func:`_cross_entropy` over theta from ``theta0``."""
+    loss = lambda theta: _cross_entropy(theta, x, targets, weights, mask)  # noqa: E731
     return minimize(loss, theta0, optimizer=optimizer, max_iter=max_iter, tol=tol)
 
 
@@ -137,26 +141,40 @@ def platt_scaling(
     check_option("inputs", inputs, BINARY_INPUTS)
     max_iter = check_solver_options(optimizer, max_iter, tol)
 
+    def problem(data):  # the feature (N, 1), the targets and the weights
+        x, labels, weights = data
+        f = log_odds_of(x, inputs)
+        y = labels.astype(f.dtype)
+        targets = _smoothed_targets(y, weights) if target_smoothing else y
+        return f[:, None], targets, weights
+
+    def solve(data):
+        f, targets, weights = problem(data)
+        scale = _feature_scale(f, weights)
+        theta0 = jnp.concatenate([scale, jnp.zeros((1,), f.dtype)])
+        ones = jnp.ones((1,), f.dtype)
+        theta, info = _logistic(
+            f / scale[None, :], targets, weights, theta0, ones, optimizer, max_iter, tol
+        )
+        return theta.at[0].divide(scale[0]), info
+
+    def objective(theta, info, data):
+        f, targets, weights = problem(data)
+        return _cross_entropy(theta, f, targets, weights, jnp.ones((1,), f.dtype))
+
     @jax.jit
     def _fit(x, labels, weights):
-        f = log_odds_of(x, inputs)
-        dtype = f.dtype
-        y = labels.astype(dtype)
-        targets = _smoothed_targets(y, weights) if target_smoothing else y
-        scale = _feature_scale(f[:, None], weights)
-        theta0 = jnp.concatenate([scale, jnp.zeros((1,), dtype)])
-        theta, info = _logistic(
-            f[:, None] / scale[None, :], targets, weights, theta0, jnp.ones((1,), dtype),
-            optimizer, max_iter, tol,
-        )  # fmt: skip
-        return PlattParams(theta[0] / scale[0], theta[1], info)
+        # Derivatives of the fit: from its optimality condition (calibrators._implicit).
+        theta, info = implicit_argmin(solve, objective, None, (x, labels, weights))
+        return PlattParams(theta[0], theta[1], info)
 
     @jax.jit
     def _apply(params, x):
         f = log_odds_of(x, inputs)
         return jax.nn.sigmoid(params.a.astype(f.dtype) * f + params.b.astype(f.dtype))
 
-    return from_kernels(_fit, _apply, inputs, binary=True)
+    spec = ParamsSpec(PlattParams, lambda shape: {"a": (), "b": ()}, "platt_scaling()")
+    return from_kernels(_fit, _apply, inputs, binary=True, params=spec)
 
 
 # Feature masks of the three fits of beta calibration: full, a = 0, b = 0.
@@ -208,10 +226,13 @@ def beta_calibration(
     check_option("inputs", inputs, BINARY_INPUTS)
     max_iter = check_solver_options(optimizer, max_iter, tol)
 
-    @jax.jit
-    def _fit(x, labels, weights):
+    def features(x):
         log_s, log_1ms = log_probs_pair_of(x, inputs)
-        feats = jnp.stack([log_s, -log_1ms], axis=1)
+        return jnp.stack([log_s, -log_1ms], axis=1)
+
+    def solve(data):  # theta = (a, b, c); aux: the kept fit's info and feature mask
+        x, labels, weights = data
+        feats = features(x)
         dtype = feats.dtype
         y = labels.astype(dtype)
         scale = _feature_scale(feats, weights)
@@ -226,7 +247,18 @@ def beta_calibration(
         full_a, full_b = coefs[0, 0], coefs[0, 1]
         pick = jnp.where(full_a < 0, 1, jnp.where(full_b < 0, 2, 0))
         info = jax.tree.map(lambda v: v[pick], infos)
-        return BetaParams(coefs[pick, 0], coefs[pick, 1], thetas[pick, 2], info)
+        return jnp.concatenate([coefs[pick], thetas[pick, 2:]]), (info, masks[pick])
+
+    def objective(theta, aux, data):  # the kept fit's; a coefficient it holds at 0 stays
+        x, labels, weights = data
+        feats = features(x)
+        return _cross_entropy(theta, feats, labels.astype(feats.dtype), weights, aux[1])
+
+    @jax.jit
+    def _fit(x, labels, weights):
+        # Derivatives of the fit: from its optimality condition (calibrators._implicit).
+        theta, (info, _) = implicit_argmin(solve, objective, None, (x, labels, weights))
+        return BetaParams(theta[0], theta[1], theta[2], info)
 
     @jax.jit
     def _apply(params, x):
@@ -234,4 +266,6 @@ def beta_calibration(
         a, b, c = (v.astype(log_s.dtype) for v in params[:3])
         return jax.nn.sigmoid(a * log_s - b * log_1ms + c)
 
-    return from_kernels(_fit, _apply, inputs, binary=True)
+    shapes = lambda shape: {"a": (), "b": (), "c": ()}  # noqa: E731
+    spec = ParamsSpec(BetaParams, shapes, "beta_calibration()")
+    return from_kernels(_fit, _apply, inputs, binary=True, params=spec)

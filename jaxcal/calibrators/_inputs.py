@@ -13,6 +13,7 @@ static option, ``inputs=``, fixed when the calibrator is built.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
@@ -31,7 +32,7 @@ from jaxcal._checks import (
     first_index,
     values_checkable,
 )
-from jaxcal._numerics import compute_dtype
+from jaxcal._numerics import compute_dtype, mask_unweighted
 
 MULTICLASS_INPUTS = ("logits", "log_probs", "probs")
 BINARY_INPUTS = ("probs", "logits")
@@ -125,6 +126,23 @@ def check_fit_args(
         num_classes = arr.shape[1]
     n = arr.shape[0]
     return arr, check_labels(labels, n, num_classes), check_weights(weights, n)
+
+
+def mask_fit_padding(
+    x: jax.Array, labels: jax.Array, weights: jax.Array | None, inputs: str
+) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    """The ``(x, labels, weights)`` of a fit with its zero-weight rows made harmless.
+
+    As the metrics do (:func:`jaxcal._validity.mask_padding`): under ``jit`` padding rows
+    may hold NaN or an ignore label; in rows without positive weight, non-finite inputs
+    become the uniform prediction of the input space (logit 0, probability 1/K, log 1/K)
+    and labels outside [0, K) become 0. Their weight 0 keeps them out of the fit.
+    """
+    k = 2 if x.ndim == 1 else x.shape[1]
+    fill = {"logits": 0.0, "probs": 1 / k, "log_probs": -math.log(k)}[inputs]
+    x = mask_unweighted(x, weights, fill)
+    labels = mask_unweighted(labels, weights, 0, (labels < 0) | (labels >= k))
+    return x, labels, weights
 
 
 def _compute(x: jax.Array) -> jax.Array:

@@ -21,11 +21,13 @@ from jaxcal._binning import (
     uniform_bin_index,
 )
 from jaxcal._checks import check_option, check_positive_int
-from jaxcal._isotonic import isotonic_apply, isotonic_fit
+from jaxcal._isotonic import IsotonicParams, isotonic_apply, isotonic_fit
 from jaxcal._numerics import compute_dtype, safe_divide
 from jaxcal.calibrators._base import Calibrator, from_kernels
 from jaxcal.calibrators._binary import PlattParams, platt_scaling
+from jaxcal.calibrators._implicit import not_differentiable
 from jaxcal.calibrators._inputs import BINARY_INPUTS, probs_of
+from jaxcal.calibrators._params import ParamsSpec
 
 
 class HistogramParams(NamedTuple):
@@ -62,6 +64,11 @@ def _bin_means(idx, scores, labels, n_bins, weights, of_scores):
     stats = bin_sums(idx, scores, labels, n_bins, weights)
     num = stats.sum_score if of_scores else stats.sum_target
     return safe_divide(num, stats.weight), stats.weight > 0
+
+
+def _bin_shapes(n_bins: int):
+    """The shapes of the per-bin fields of M-bin parameters."""
+    return lambda x_shape: {"edges": (n_bins + 1,), "values": (n_bins,), "filled": (n_bins,)}
 
 
 def histogram_binning(
@@ -122,7 +129,9 @@ def histogram_binning(
             idx = edges_bin_index(p, params.edges.astype(p.dtype), closed)
         return jnp.where(params.filled[idx], params.values[idx].astype(p.dtype), p)
 
-    return from_kernels(_fit, _apply, inputs, binary=True)
+    name = f"histogram_binning({n_bins})"
+    spec = ParamsSpec(HistogramParams, _bin_shapes(n_bins), name)
+    return from_kernels(not_differentiable(_fit, name), _apply, inputs, binary=True, params=spec)
 
 
 def isotonic(*, inputs: str = "probs") -> Calibrator:
@@ -174,7 +183,9 @@ def interpolating_calibrator(fit_kernel, inputs: str) -> Calibrator:
     def _apply(params, x):
         return isotonic_apply(params, x.astype(compute_dtype(x.dtype)), probs_of(x, inputs))
 
-    return from_kernels(_fit, _apply, inputs, binary=True)
+    spec = ParamsSpec(IsotonicParams, lambda shape: {"size": ()}, "isotonic()")
+    fit = not_differentiable(_fit, "isotonic()")
+    return from_kernels(fit, _apply, inputs, binary=True, params=spec)
 
 
 def scaling_binning(n_bins: int = 10, *, inputs: str = "probs") -> Calibrator:
@@ -230,4 +241,6 @@ def scaling_binning(n_bins: int = 10, *, inputs: str = "probs") -> Calibrator:
         idx = edges_bin_index(g, params.edges.astype(g.dtype), "right")
         return jnp.where(params.filled[idx], params.values[idx].astype(g.dtype), g)
 
-    return from_kernels(_fit, _apply, inputs, binary=True)
+    name = f"scaling_binning({n_bins})"
+    spec = ParamsSpec(ScalingBinningParams, _bin_shapes(n_bins), name)
+    return from_kernels(not_differentiable(_fit, name), _apply, inputs, binary=True, params=spec)

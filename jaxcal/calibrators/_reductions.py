@@ -12,6 +12,7 @@ from jaxcal._confidence import top_label as _top_label
 from jaxcal._numerics import safe_divide
 from jaxcal.calibrators._base import Calibrator, from_kernels
 from jaxcal.calibrators._inputs import MULTICLASS_INPUTS, probs_of
+from jaxcal.calibrators._params import stacked_spec
 
 
 def _check_binary(binary: Any) -> None:
@@ -38,7 +39,10 @@ def _keep_top(out: jax.Array, is_top: jax.Array) -> jax.Array:
     """
     top = jnp.max(jnp.where(is_top, out, -jnp.inf), axis=1)
     other = jnp.max(jnp.where(is_top, -jnp.inf, out), axis=1)
-    top = jnp.where(top > other, top, jnp.nextafter(other, jnp.ones_like(other) * 2))
+    # One ulp above ``other``, exactly, with the derivative of ``other`` (nextafter has
+    # no derivative rule).
+    ulp = jax.lax.stop_gradient(jnp.nextafter(other, jnp.ones_like(other) * 2) - other)
+    top = jnp.where(top > other, top, other + ulp)
     return jnp.where(is_top, top[:, None], out)
 
 
@@ -120,7 +124,8 @@ def top_label(binary: Calibrator, *, inputs: str = "probs") -> Calibrator:
         out = jnp.where(is_top, q[:, None], (1 - q)[:, None] * share)
         return _keep_top(out, is_top)
 
-    return from_kernels(_fit, _apply, inputs, binary=False)
+    spec = stacked_spec(getattr(binary.apply, "params", None), "top_label(binary)")
+    return from_kernels(_fit, _apply, inputs, binary=False, params=spec)
 
 
 def classwise(binary: Calibrator, *, inputs: str = "probs") -> Calibrator:
@@ -189,4 +194,5 @@ def classwise(binary: Calibrator, *, inputs: str = "probs") -> Calibrator:
         out = jnp.where(total > 0, safe_divide(q, total), p)  # all 0: keep the input
         return _keep_top(out, is_top)
 
-    return from_kernels(_fit, _apply, inputs, binary=False)
+    spec = stacked_spec(getattr(binary.apply, "params", None), "classwise(binary)")
+    return from_kernels(_fit, _apply, inputs, binary=False, params=spec)

@@ -48,7 +48,7 @@ import numpy as np
 import optax
 
 from jaxcal._checks import check_option
-from jaxcal._numerics import compute_dtype, safe_divide, scale_free
+from jaxcal._numerics import compute_dtype, safe_divide, scale_free, vary_like
 from jaxcal.calibrators._base import (
     Calibrator,
     FitInfo,
@@ -56,7 +56,9 @@ from jaxcal.calibrators._base import (
     from_kernels,
     minimize,
 )
+from jaxcal.calibrators._implicit import implicit_argmin
 from jaxcal.calibrators._inputs import MULTICLASS_INPUTS, log_probs_of
+from jaxcal.calibrators._params import ParamsSpec
 
 
 class TemperatureParams(NamedTuple):
@@ -222,6 +224,7 @@ def _temperature_newton(z, labels, weights, bounds, max_iter, tol):
         jnp.zeros((), jnp.int32),
         is_done(beta0, g0, h0, a0, b0),
     )
+    init = vary_like(init, f0)  # f0 reads all the data: the carry varies as the body's
 
     def cond(state):
         return (state[-2] < max_iter) & ~state[-1]
@@ -246,29 +249,21 @@ def _temperature_newton(z, labels, weights, bounds, max_iter, tol):
     beta, f, g, _, _, _, _, _, _, k, done = jax.lax.while_loop(cond, body, init)
     # Converged only with a finite loss and gradient: logits near float32's range
     # overflow them, and the bracket then collapses on a meaningless beta.
-    info = FitInfo(f, jnp.abs(beta * g), k, done & jnp.isfinite(f) & jnp.isfinite(g))
-    return TemperatureParams(1 / beta, info)
+    return beta, FitInfo(f, jnp.abs(beta * g), k, done & jnp.isfinite(f) & jnp.isfinite(g))
 
 
-def _temperature_optax(z, labels, weights, bounds, optimizer, max_iter, tol):
-    """log T minimised with an optax optimiser, T clipped to ``bounds`` at the end."""
-    dtype = z.dtype
+def _nll(beta, z, labels, weights):
+    """The weighted mean NLL of ``softmax(beta z)``: the objective both solvers minimise."""
     zc, zy = _center(z, labels)
-    wn = _normalised_weights(weights, z.shape[0], dtype)
+    wn = _normalised_weights(weights, z.shape[0], z.dtype)
+    return jnp.sum(wn * (jax.nn.logsumexp(beta * zc, axis=1) - beta * zy))
 
-    def loss(log_t):
-        beta = jnp.exp(-log_t)
-        return jnp.sum(wn * (jax.nn.logsumexp(beta * zc, axis=1) - beta * zy))
 
-    log_t, info = minimize(
-        loss,
-        jnp.zeros((), dtype),
-        optimizer=optimizer,
-        max_iter=max_iter,
-        tol=tol,
-    )
-    t = jnp.clip(jnp.exp(log_t), bounds[0], bounds[1]).astype(dtype)
-    return TemperatureParams(t, info)
+def _temperature_optax(z, labels, weights, optimizer, max_iter, tol):
+    """log T minimised with an optax optimiser (the caller clips T to ``bounds``)."""
+    init = jnp.zeros((), z.dtype)
+    loss = lambda log_t: _nll(jnp.exp(-log_t), z, labels, weights)  # noqa: E731
+    return minimize(loss, init, optimizer=optimizer, max_iter=max_iter, tol=tol)
 
 
 def temperature_scaling(
@@ -339,12 +334,29 @@ def temperature_scaling(
     def features(x):
         return x.astype(compute_dtype(x.dtype)) if inputs == "logits" else log_probs_of(x, inputs)
 
-    @jax.jit
-    def _fit(x, labels, weights):
-        z = features(x)
+    # The fit solves for beta = 1 / T (Newton) or log T (optax); derivatives of the fit
+    # come from its optimality condition (jaxcal.calibrators._implicit).
+    def solve(data):
+        z, labels, weights = features(data[0]), data[1], data[2]
         if optimizer is None:
             return _temperature_newton(z, labels, weights, bounds, max_iter, tol)
-        return _temperature_optax(z, labels, weights, bounds, optimizer, max_iter, tol)
+        return _temperature_optax(z, labels, weights, optimizer, max_iter, tol)
+
+    def objective(theta, info, data):
+        beta = theta if optimizer is None else jnp.exp(-theta)
+        return _nll(beta, features(data[0]), data[1], data[2])
+
+    def interior(beta, info):  # an optimum at a bound of T does not move with the data
+        return (beta > 1 / bounds[1]) & (beta < 1 / bounds[0])
+
+    @jax.jit
+    def _fit(x, labels, weights):
+        newton = optimizer is None
+        theta, info = implicit_argmin(
+            solve, objective, interior if newton else None, (x, labels, weights)
+        )
+        t = 1 / theta if newton else jnp.clip(jnp.exp(theta), bounds[0], bounds[1])
+        return TemperatureParams(t.astype(theta.dtype), info)
 
     @jax.jit
     def _apply(params, x):
@@ -357,4 +369,5 @@ def temperature_scaling(
         e = jnp.exp(z / params.temperature.astype(z.dtype))
         return e / jnp.sum(e, axis=1, keepdims=True)
 
-    return from_kernels(_fit, _apply, inputs, binary=False)
+    spec = ParamsSpec(TemperatureParams, lambda shape: {"temperature": ()}, "temperature_scaling()")
+    return from_kernels(_fit, _apply, inputs, binary=False, params=spec)

@@ -141,16 +141,8 @@ def _select(path: Path, header: list[str], spec: str, what: str) -> list[int]:
     return chosen
 
 
-def load_csv(path: Path, *, probs_cols=None, logits_cols=None, labels_col=None) -> Model:
-    """A model from a ``.csv`` file with a header row (stdlib ``csv`` and NumPy only)."""
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = [row for row in csv.reader(f) if row and any(c.strip() for c in row)]
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
-        raise InputError(f"{path}: cannot read as .csv ({err}).") from err
-    if len(rows) < 2:
-        raise InputError(f"{path}: a .csv file needs a header row and at least one data row.")
-    header = [h.strip() for h in rows[0]]
+def label_column(path: Path, header: list[str], labels_col: str | None) -> str:
+    """The label column of a table: ``--labels COL``, else the first of LABEL_COLUMNS."""
     if labels_col is None:
         present = [c for c in LABEL_COLUMNS if c in header]
         if not present:
@@ -161,7 +153,20 @@ def load_csv(path: Path, *, probs_cols=None, logits_cols=None, labels_col=None) 
         labels_col = present[0]
     if labels_col not in header:
         raise InputError(f"{path}: no column {labels_col!r} for the labels; columns: {header}.")
-    y_idx = header.index(labels_col)
+    return labels_col
+
+
+def load_csv(path: Path, *, probs_cols=None, logits_cols=None, labels_col=None) -> Model:
+    """A model from a ``.csv`` file with a header row (stdlib ``csv`` and NumPy only)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = [row for row in csv.reader(f) if row and any(c.strip() for c in row)]
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise InputError(f"{path}: cannot read as .csv ({err}).") from err
+    if len(rows) < 2:
+        raise InputError(f"{path}: a .csv file needs a header row and at least one data row.")
+    header = [h.strip() for h in rows[0]]
+    y_idx = header.index(label_column(path, header, labels_col))
     spec = logits_cols if logits_cols is not None else probs_cols
     if spec:
         score_idx = _select(path, header, spec, "--logits" if logits_cols else "--probs")
@@ -217,7 +222,7 @@ def load(path: Path, args: argparse.Namespace) -> Model:
             logits_cols=(args.logits or None) if logits_flag else None,
             labels_col=args.labels,
         )
-    raise InputError(f"{path}: unsupported file type {suffix!r}; use .npz, .npy or .csv.")
+    raise InputError(f"{path}: unsupported file type {suffix!r}; use .npz, .npy, .csv or .parquet.")
 
 
 def load_demo() -> list[Model]:

@@ -29,6 +29,14 @@ Input files (the format is decided by the extension):
   problem (its values are the positive class's probability or log-odds); K columns are
   the K classes in the order given.
 
+* ``.parquet`` (or ``.pq``), or a folder of Parquet files: streamed in record batches, in
+  bounded memory, with a progress bar (needs pyarrow: ``pip install "jaxcal[parquet]"``).
+  ``--labels COL`` and ``--probs COLS`` choose the columns as for ``.csv``. The streamed
+  report has the binned metrics, the Brier decomposition, the log loss, the equal-mass
+  ECE and the CORP rows from a fine histogram (4096 buckets), with Poisson-bootstrap
+  intervals keyed by row number (``--resamples B``; 0 for none); no tests, ``--fit`` or
+  ``--plot`` (they need every score in memory). Large files: ``--resamples 0`` is fastest.
+
 Several FILEs are reported side by side (each with its own labels). ``--demo`` reports
 the two real models shipped in ``jaxcal/data`` and turns ``--fit`` on (``--no-fit`` turns
 it off).
@@ -63,6 +71,11 @@ of an earlier revision reads every later one)::
                                "temperature_inputs": "logits" | "log_probs",
                                "results": {CALIBRATOR: {"ece": float, "log_loss": float,
                                                         "brier": float, "accuracy": float}}}}]}
+
+A streamed (Parquet) report has ``"interval": "Poisson bootstrap (keyed by row number)"``
+(null with ``--resamples 0``), ``"folds": null``, empty ``"tests"``, ``"fit": null``, and
+adds ``"streamed": true`` and ``"resolution"`` (buckets) to the settings and
+``"ece_quantile_bound"`` (the equal-mass ECE's error bound) to each model.
 
 Metric NAMEs: ``accuracy``, ``ece``, ``ece_quantile``, ``ece_l2_debiased``, ``mce``,
 ``classwise_ece`` and ``top_label_ece`` (multiclass only), ``brier``, ``log_loss``, and the
@@ -104,6 +117,7 @@ from jaxcal.cli._fit import compute_fit, fit_calls
 from jaxcal.cli._format import print_report, report_json, write_plot
 from jaxcal.cli._io import InputError, load, load_demo, validate
 from jaxcal.cli._kernels import set_store
+from jaxcal.cli._parquet import is_parquet, report_parquet
 from jaxcal.cli._report import CONFIDENCE, compute_report, report_call
 
 
@@ -145,7 +159,7 @@ def _parser() -> argparse.ArgumentParser:
         nargs="*",
         type=Path,
         metavar="FILE",
-        help=".npz, .npy or .csv predictions (several: side by side)",
+        help=".npz, .npy, .csv or .parquet predictions, or a folder of Parquet files",
     )
     rep.add_argument("--demo", action="store_true", help="run on the real data shipped with jaxcal")
     rep.add_argument(
@@ -201,8 +215,10 @@ def _parser() -> argparse.ArgumentParser:
 def _check_args(args: argparse.Namespace) -> None:
     if args.bins < 1:
         raise InputError(f"--bins must be an integer >= 1; got {args.bins}.")
-    if args.resamples < 1:
-        raise InputError(f"--resamples must be an integer >= 1; got {args.resamples}.")
+    streamed = bool(args.files) and all(is_parquet(p) for p in args.files)
+    if args.resamples < (0 if streamed else 1):
+        least = 0 if streamed else 1
+        raise InputError(f"--resamples must be an integer >= {least}; got {args.resamples}.")
     if args.folds < 2:
         raise InputError(f"--folds must be an integer >= 2; got {args.folds}.")
     if args.seed < 0:
@@ -233,6 +249,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = _Progress(args.quiet)
     try:
         _check_args(args)
+        if any(is_parquet(p) for p in args.files):
+            if not all(is_parquet(p) for p in args.files):
+                raise InputError("Parquet input is streamed: report it apart from other files.")
+            return report_parquet(args)
         models = load_demo() if args.demo else [load(path, args) for path in args.files]
         models = [validate(m) for m in models]
         names = [m.name for m in models]

@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcal._checks import check_positive_float
-from jaxcal._numerics import safe_divide, safe_sqrt
+from jaxcal._numerics import safe_divide, safe_sqrt, vary_like
+from jaxcal._sort import argsort
 from jaxcal.coverage._checks import check_intervals
 from jaxcal.coverage._levels import as_levels, is_covered, squeeze_levels
 
@@ -65,7 +66,8 @@ def _hermite_form(z: jax.Array, b: jax.Array, cell: jax.Array, centre: jax.Array
         contribution = jnp.sum(jnp.where(valid, b * field, 0), axis=0)
         return total + jnp.where(offset == 0, 1, 2).astype(dtype) * contribution
 
-    return jax.lax.fori_loop(0, reach + 1, add_cells_at, jnp.zeros((), dtype))
+    total = vary_like(jnp.zeros((), dtype), b)  # the body reads b (varying in shard_map)
+    return jax.lax.fori_loop(0, reach + 1, add_cells_at, total)
 
 
 def _grid_cells(z: jax.Array, b: jax.Array):
@@ -79,7 +81,7 @@ def _grid_cells(z: jax.Array, b: jax.Array):
 def _sorted_cells(z: jax.Array, b: jax.Array):
     """Cells for any spread of z: sort, then number the occupied cells 0, 1, ..."""
     n = z.shape[0]
-    order = jnp.argsort(z)
+    order = argsort(z)
     zs, bs = z[order], b[order]
     grid = jnp.floor(zs - zs[0])
     new_cell = jnp.concatenate([jnp.ones(1, bool), grid[1:] != grid[:-1]])

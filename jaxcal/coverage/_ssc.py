@@ -1,9 +1,10 @@
 """Size-stratified coverage (SSC): coverage by interval-width rank or by set size.
 
 Regression groups are ranks of the widths, cut as ``np.array_split`` cuts the sorted
-samples; the few group boundaries are order statistics found by bisection on the widths'
-bit patterns (:func:`jaxcal._numerics.order_statistics`), not by a sort. Classification
-groups are fixed ranges of the set size. Per-group sums are :func:`jaxcal._binning.bin_sums`.
+samples; a few group boundaries are order statistics found by bisection on the widths'
+bit patterns (:func:`jaxcal._numerics.order_statistics`), more by a stable sort.
+Classification groups are fixed ranges of the set size. Per-group sums are
+:func:`jaxcal._binning.bin_sums`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from jaxcal._binning import bin_sums
 from jaxcal._checks import check_positive_int
 from jaxcal._numerics import order_statistics, safe_divide
+from jaxcal._sort import argsort
 from jaxcal.coverage._checks import check_intervals, check_set_bins, check_sets
 from jaxcal.coverage._levels import as_levels, sets_with_levels, squeeze_levels
 
@@ -55,9 +57,11 @@ def _ssc_min(ssc: SizeStratifiedCoverage) -> jax.Array:
 
 
 # Up to this many group boundaries, ranks are found by bisection on the widths' bit
-# patterns (B - 1 order statistics in 31 / 63 counting passes); beyond, by a full sort.
-# XLA:CPU sorts 1e6 floats in ~1 s (NumPy: ~70 ms), the selection takes ~50 ms.
-_SELECT_MAX_BOUNDARIES = 16
+# patterns (B - 1 order statistics in 31 / 63 counting passes); beyond, by a full sort
+# (jaxcal._sort: NumPy's on CPU). At 1e6 samples on CPU the two are within ~10 % of each
+# other (the per-group sums dominate both); selection was faster at B = 4, the sort at
+# B = 8 and 17 (benchmarks/compare_revisions.py-style interleaved CPU time, loaded core).
+_SELECT_MAX_BOUNDARIES = 3
 
 
 def _group_starts(n_eff: jax.Array, num_bins: int) -> jax.Array:
@@ -87,7 +91,7 @@ def _rank_groups_by_selection(key: jax.Array, n_eff: jax.Array, num_bins: int) -
 def _rank_groups_by_sort(key: jax.Array, n_eff: jax.Array, num_bins: int):
     """(order, group of each sorted position) by a stable argsort of ``key``."""
     n = key.shape[0]
-    order = jnp.argsort(key, stable=True)
+    order = argsort(key)
     r = jnp.arange(n, dtype=jnp.int32)
     groups = jnp.sum(r[:, None] >= _group_starts(n_eff, num_bins)[None, :], axis=1)
     return order, groups.astype(jnp.int32)
@@ -148,9 +152,9 @@ def regression_ssc(
     mask gives exactly the unweighted result on the kept samples); within a group the
     coverage is the weighted mean.
 
-    Computation: with B <= 17 the group boundaries are the B - 1 order statistics of the
-    widths, found by bisection on their bit patterns (no sort: XLA's CPU sort is ~20x
-    slower than NumPy's); with more groups, a stable sort. Both give the same groups.
+    Computation: with B <= 4 the group boundaries are the B - 1 order statistics of the
+    widths, found by bisection on their bit patterns (no sort); with more groups, a
+    stable sort (:mod:`jaxcal._sort`). Both give the same groups.
 
     Args:
       y: ``(N,)`` targets.

@@ -64,26 +64,60 @@ References:
   "Selection and sorting with limited storage".
 """
 
+from jaxcal.streaming._arrow import SCHEMA as SCHEMA  # the Arrow table's schema version
+from jaxcal.streaming._arrow import from_arrow, to_arrow
 from jaxcal.streaming._clu import CalibrationMetric, clu_metric
+from jaxcal.streaming._corp import (
+    BucketCorp,
+    corp_curve,
+    corp_decomposition,
+    isotonic_params,
+)
+from jaxcal.streaming._dask import dask_state
+from jaxcal.streaming._hosts import process_merge
 from jaxcal.streaming._nnx import nnx_metric  # imports flax on its first call only
+from jaxcal.streaming._parquet import ParquetStates, parquet_state
+from jaxcal.streaming._poisson import (
+    poisson_compute,
+    poisson_init,
+    poisson_interval,
+    poisson_update,
+)
 from jaxcal.streaming._state import OUTPUTS as OUTPUTS  # the keys of compute()'s dict
 from jaxcal.streaming._state import (
     CalibrationState,
     compute,
     init,
     merge,
-    reliability_curve,
     update,
 )
+from jaxcal.streaming._views import EqualMassECE, equal_mass_ece, rebin, reliability_curve
 
 __all__ = [
+    "BucketCorp",
     "CalibrationMetric",
     "CalibrationState",
+    "EqualMassECE",
+    "ParquetStates",
     "clu_metric",
     "compute",
+    "corp_curve",
+    "corp_decomposition",
+    "dask_state",
+    "equal_mass_ece",
+    "from_arrow",
     "init",
+    "isotonic_params",
     "merge",
     "nnx_metric",
+    "parquet_state",
+    "poisson_compute",
+    "poisson_init",
+    "poisson_interval",
+    "poisson_update",
+    "process_merge",
+    "rebin",
     "reliability_curve",
+    "to_arrow",
     "update",
 ]

@@ -13,21 +13,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._binning import CLOSED, BinMoments, BinStats, uniform_edges
+from jaxcal._binning import CLOSED, BinMoments, BinStats
 from jaxcal._checks import check_option, check_positive_int, check_probs_labels
 from jaxcal._confidence import scores_and_targets
 from jaxcal._ece import (
     AVERAGES,
-    ReliabilityCurve,
     binned_stats,
     check_norm,
     classwise_stats,
     gap_norm,
     top_label_group_weights,
 )
-from jaxcal._numerics import compute_dtype, safe_divide, two_sum
+from jaxcal._numerics import compute_dtype, rows_per_block, safe_divide, two_sum
 from jaxcal._scoring import brier_per_sample, decomposition_terms, log_loss_per_sample
 from jaxcal._validity import run_validated, summarize
+from jaxcal.streaming._buckets import coarsen, coarsen_moments
 
 #: Keys of the dict returned by :func:`compute`, in order.
 OUTPUTS = (
@@ -52,28 +52,31 @@ _FLOAT_FIELDS = ("top_sums", "class_sums", "totals")
 @partial(
     jax.tree_util.register_dataclass,
     data_fields=["top_count", "top_sums", "class_count", "class_sums", "totals", "compensation"],
-    meta_fields=["closed", "binary"],
+    meta_fields=["closed", "binary", "n_bins"],
 )
 @dataclasses.dataclass(frozen=True)
 class CalibrationState:
-    """Per-bin and per-class sums of a stream of predictions: a pytree, O(M K) memory.
+    """Per-bin and per-class sums of a stream of predictions: a pytree, O(R K) memory.
 
     Build it with :func:`init`, feed it with :func:`update`, combine with :func:`merge` (or
     ``jax.lax.psum``), read it with :func:`compute`. The array fields are pytree leaves
     (they are summed by ``merge``/``psum``, carried by ``scan``, sharded, checkpointed);
-    ``closed`` and ``binary`` are static metadata (part of the tree structure).
+    ``closed``, ``binary`` and ``n_bins`` are static metadata (part of the tree structure).
+    The sums are kept at R uniform buckets (``resolution``, R = M unless ``init`` was given
+    a finer one); :func:`compute` re-bins them exactly to ``n_bins``.
 
     Attributes:
-      top_count: int32 ``(K, M)`` samples per (predicted class, confidence bin).
-      top_sums: ``(3, K, M)`` weight, sum of confidence, sum of correctness per cell.
-      class_count: int32 ``(K, M)`` samples per (class k, bin of ``p_k``).
-      class_sums: ``(6, K, M)`` weight, sum of ``p_k``, sum of ``1[y = k]``, and the sums
-        of ``d``, ``d^2``, ``d 1[y = k]`` with ``d = p_k - (b + 1/2) / M`` (all weighted).
+      top_count: int32 ``(K, R)`` samples per (predicted class, confidence bucket).
+      top_sums: ``(3, K, R)`` weight, sum of confidence, sum of correctness per cell.
+      class_count: int32 ``(K, R)`` samples per (class k, bucket of ``p_k``).
+      class_sums: ``(6, K, R)`` weight, sum of ``p_k``, sum of ``1[y = k]``, and the sums
+        of ``d``, ``d^2``, ``d 1[y = k]`` with ``d = p_k - (j + 1/2) / R`` (all weighted).
       totals: ``(3,)`` total weight, sum of per-sample Brier scores, sum of log losses.
       compensation: low-order parts ``(top_sums, class_sums, totals)`` of the compensated
         sums; the value of a sum is ``high + low``.
       closed: ``"right"`` or ``"left"``, the bin-edge convention (as in :func:`jaxcal.ece`).
       binary: whether the stream is 1-D positive-class probabilities (K = 2 internally).
+      n_bins: M, the uniform bins :func:`compute` reports (a divisor of R).
     """
 
     top_count: jax.Array
@@ -84,10 +87,11 @@ class CalibrationState:
     compensation: tuple[jax.Array, jax.Array, jax.Array]
     closed: str = "right"
     binary: bool = False
+    n_bins: int = 0
 
     @property
-    def n_bins(self) -> int:
-        """M, the number of uniform bins."""
+    def resolution(self) -> int:
+        """R, the number of uniform buckets the sums are kept at (a multiple of M)."""
         return self.top_count.shape[-1]
 
     @property
@@ -108,6 +112,7 @@ def init(
     closed: str = "right",
     binary: bool = False,
     dtype: Any = None,
+    resolution: int | None = None,
 ) -> CalibrationState:
     """An empty state: zero sums for ``n_bins`` uniform bins and ``num_classes`` classes.
 
@@ -123,6 +128,13 @@ def init(
         :func:`jaxcal.brier_decomposition` (positive class only).
       dtype: accumulation dtype of the sums; default JAX's default float (float32, or
         float64 under ``jax_enable_x64``).
+      resolution: R, a multiple of ``n_bins`` (default ``n_bins``): keep the sums at R
+        uniform buckets, a fine histogram. :func:`compute` and :func:`rebin` then give
+        every metric at any M dividing R exactly (the edges k/M are bucket edges), and
+        :func:`equal_mass_ece`, :func:`corp_curve`, :func:`corp_decomposition` and
+        :func:`isotonic_params` work from the buckets. A power of two (e.g. 4096) lets
+        any engine compute a sample's bucket exactly (``p * R`` is exact in floating
+        point; see :func:`from_arrow`). Memory and update time grow like R K.
 
     Returns:
       :class:`CalibrationState`; :func:`compute` of it is all zeros (documented, finite).
@@ -131,6 +143,9 @@ def init(
       >>> s = init(15, 10)
       >>> s.n_bins, s.num_classes, s.class_sums.shape
       (15, 10, (6, 10, 15))
+      >>> fine = init(16, 2, binary=True, resolution=4096)
+      >>> fine.n_bins, fine.resolution
+      (16, 4096)
     """
     n_bins = check_positive_int("n_bins", n_bins)
     num_classes = check_positive_int("num_classes", num_classes, minimum=2)
@@ -138,10 +153,16 @@ def init(
     check_option("binary", binary, (False, True))
     if binary and num_classes != 2:
         raise ValueError(f"`num_classes` must be 2 with `binary=True`; got {num_classes}.")
+    resolution = n_bins if resolution is None else check_positive_int("resolution", resolution)
+    if resolution % n_bins:
+        raise ValueError(
+            f"`resolution` must be a multiple of `n_bins` ({n_bins}) so that the bins' edges "
+            f"are bucket edges; got {resolution}."
+        )
     dtype = jnp.dtype(jax.dtypes.canonicalize_dtype(jnp.float64 if dtype is None else dtype))
     if not jnp.issubdtype(dtype, jnp.floating) or dtype.itemsize < 4:
         raise ValueError(f"`dtype` must be float32 or float64; got {dtype}.")
-    k, m = num_classes, n_bins
+    k, m = num_classes, resolution
     sums = (jnp.zeros((3, k, m), dtype), jnp.zeros((6, k, m), dtype), jnp.zeros(3, dtype))
     return CalibrationState(
         top_count=jnp.zeros((k, m), jnp.int32),
@@ -152,10 +173,11 @@ def init(
         compensation=tuple(jnp.zeros_like(s) for s in sums),
         closed=closed,
         binary=binary,
+        n_bins=n_bins,
     )
 
 
-def _check_state(state: Any, name: str = "state") -> CalibrationState:
+def check_state(state: Any, name: str = "state") -> CalibrationState:
     if not isinstance(state, CalibrationState):
         raise ValueError(
             f"`{name}` must be a CalibrationState (see jaxcal.streaming.init); "
@@ -187,9 +209,10 @@ def _batch_sums(probs, labels, weights, n_bins, closed, binary):
     if binary:
         probs = jnp.stack([1 - probs, probs], axis=1)
     k = probs.shape[1]
+    block = rows_per_block(k * n_bins)
     conf, correct, pred = scores_and_targets(probs, labels, "confidence")
-    _, top = binned_stats(conf, correct, w, n_bins, "uniform", closed, pred, k)
-    cls, moments = classwise_stats(probs, labels, w, n_bins, "uniform", closed, moments=True)
+    _, top = binned_stats(conf, correct, w, n_bins, "uniform", closed, pred, k, block=block)
+    cls, moments = classwise_stats(probs, labels, w, n_bins, "uniform", closed, True, block)
     return (
         top.count,
         jnp.stack([top.weight, top.sum_score, top.sum_target]),
@@ -199,21 +222,27 @@ def _batch_sums(probs, labels, weights, n_bins, closed, binary):
     )
 
 
-@jax.jit
-def _update_kernel(state, probs, labels, weights):
-    # Eagerly every row is validated, padding too (the summary reads the raw inputs).
-    summary = summarize(probs, labels, weights)
-    if weights is not None:
-        # Zero-weight rows (padding) never touch the state, whatever they hold (even NaN).
-        keep = weights > 0
-        weights = jnp.where(keep, weights, 0)
-        fill = jnp.asarray(0.5 if state.binary else 1 / state.num_classes, probs.dtype)
-        mask = keep if probs.ndim == 1 else keep[:, None]
-        probs = jnp.where(mask, probs, fill)
-        labels = jnp.where(keep, labels, 0)
-    top_count, top_sums, class_count, class_sums, totals = _batch_sums(
-        probs, labels, weights, state.n_bins, state.closed, state.binary
-    )
+def mask_padding(state, probs, labels, weights):
+    """Zero-weight rows (padding) never touch the state, whatever they hold (even NaN):
+    their probabilities become uniform, their labels 0 and their weights exactly 0."""
+    if weights is None:
+        return probs, labels, weights
+    keep = weights > 0
+    fill = jnp.asarray(0.5 if state.binary else 1 / state.num_classes, probs.dtype)
+    mask = keep if probs.ndim == 1 else keep[:, None]
+    return jnp.where(mask, probs, fill), jnp.where(keep, labels, 0), jnp.where(keep, weights, 0)
+
+
+def accumulate(state, probs, labels, weights):
+    """The state plus one batch's sums (compensated); inputs already masked."""
+    sums = _batch_sums(probs, labels, weights, state.resolution, state.closed, state.binary)
+    return add_batch(state, sums)
+
+
+def add_batch(state, sums):
+    """The state plus one batch's ``(top_count, top_sums, class_count, class_sums,
+    totals)`` in the state's layout (TwoSum-compensated)."""
+    top_count, top_sums, class_count, class_sums, totals = sums
     new_sums, new_comp = [], []
     for name, batch, low in zip(
         _FLOAT_FIELDS, (top_sums, class_sums, totals), state.compensation, strict=True
@@ -229,7 +258,14 @@ def _update_kernel(state, probs, labels, weights):
         class_sums=new_sums[1],
         totals=new_sums[2],
         compensation=tuple(new_comp),
-    ), summary
+    )
+
+
+@jax.jit
+def _update_kernel(state, probs, labels, weights):
+    # Eagerly every row is validated, padding too (the summary reads the raw inputs).
+    summary = summarize(probs, labels, weights)
+    return accumulate(state, *mask_padding(state, probs, labels, weights)), summary
 
 
 def update(
@@ -260,7 +296,7 @@ def update(
       >>> int(s.top_count.sum()), round(float(compute(s)["ece"]), 4)
       (2, 0.35)
     """
-    state = _check_state(state)
+    state = check_state(state)
     shape = np.shape(probs)  # static check first: it needs no values
     if state.binary and len(shape) != 1:
         raise ValueError(
@@ -273,7 +309,7 @@ def update(
             f"{shape} (use init(..., binary=True) for 1-D probabilities)."
         )
     probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
-    static = (state.n_bins, state.num_classes, state.closed, state.binary, str(state.dtype))
+    static = (state.resolution, state.num_classes, state.closed, state.binary, str(state.dtype))
     return run_validated(
         partial(_update_kernel, state), probs, labels, weights, signature=(update, static)
     )
@@ -293,19 +329,53 @@ def merge(a: CalibrationState, b: CalibrationState) -> CalibrationState:
       >>> round(float(compute(merge(a, b))["ece"]), 4)  # as one batch of both rows
       0.35
     """
-    a, b = _check_state(a, "a"), _check_state(b, "b")
-    if (a.closed, a.binary) != (b.closed, b.binary) or a.top_count.shape != b.top_count.shape:
+    a, b = check_state(a, "a"), check_state(b, "b")
+    if _layout(a) != _layout(b):
         raise ValueError(
-            "`a` and `b` must come from init with the same n_bins, num_classes, closed and "
-            f"binary; got {(a.n_bins, a.num_classes, a.closed, a.binary)} and "
-            f"{(b.n_bins, b.num_classes, b.closed, b.binary)}."
+            "`a` and `b` must come from init with the same n_bins, num_classes, closed, "
+            f"binary and resolution; got {_layout(a)} and {_layout(b)}."
         )
     if a.dtype != b.dtype:
         raise ValueError(f"`a` and `b` must have the same dtype; got {a.dtype} and {b.dtype}.")
     return jax.tree_util.tree_map(jnp.add, a, b)
 
 
-def _value(state: CalibrationState):
+def _layout(state: CalibrationState) -> tuple:
+    return (state.n_bins, state.num_classes, state.closed, state.binary, state.resolution)
+
+
+def coarsened(state: CalibrationState, n_bins: int) -> CalibrationState:
+    """The state re-binned from its R buckets to M = ``n_bins`` dividing R (exact sums)."""
+    if n_bins == state.resolution:
+        return dataclasses.replace(state, n_bins=n_bins)
+    top_low, class_low, totals_low = state.compensation
+    return dataclasses.replace(
+        state,
+        top_count=coarsen(state.top_count, n_bins),
+        top_sums=coarsen(state.top_sums, n_bins),
+        class_count=coarsen(state.class_count, n_bins),
+        class_sums=coarsen_moments(state.class_sums, n_bins),
+        compensation=(
+            coarsen(top_low, n_bins),
+            coarsen_moments(class_low, n_bins),
+            totals_low,
+        ),
+        n_bins=n_bins,
+    )
+
+
+def check_bins(state: CalibrationState, n_bins: int | None) -> int:
+    """``n_bins`` (default the state's) checked to divide the state's resolution."""
+    n_bins = state.n_bins if n_bins is None else check_positive_int("n_bins", n_bins)
+    if state.resolution % n_bins:
+        raise ValueError(
+            f"`n_bins` must divide the state's resolution {state.resolution} (bin edges on "
+            f"bucket edges); got {n_bins}."
+        )
+    return n_bins
+
+
+def value_of(state: CalibrationState):
     """The compensated sums ``high + low``."""
     return tuple(
         getattr(state, n) + c for n, c in zip(_FLOAT_FIELDS, state.compensation, strict=True)
@@ -314,7 +384,8 @@ def _value(state: CalibrationState):
 
 @partial(jax.jit, static_argnames=("norm", "debias", "average"))
 def _compute_kernel(state, norm, debias, average):
-    top_sums, class_sums, totals = _value(state)
+    state = coarsened(state, state.n_bins)
+    top_sums, class_sums, totals = value_of(state)
     k = state.num_classes
     top = BinStats(state.top_count, *top_sums)
     cls = BinStats(state.class_count, *class_sums[:3])
@@ -348,12 +419,17 @@ def _compute_kernel(state, norm, debias, average):
 
 
 def compute(
-    state: CalibrationState, *, norm: str = "l1", debias: bool = False, average: str = "label"
+    state: CalibrationState,
+    *,
+    norm: str = "l1",
+    debias: bool = False,
+    average: str = "label",
+    n_bins: int | None = None,
 ) -> dict[str, jax.Array]:
     """Every metric of the stream so far, each equal to the one-shot jaxcal function.
 
-    With the state's ``n_bins`` and ``closed``, uniform binning, on the concatenation of
-    every batch given to :func:`update` (with its weights):
+    With ``n_bins`` (default the state's) and the state's ``closed``, uniform binning, on
+    the concatenation of every batch given to :func:`update` (with its weights):
 
     ============================  =======================================================
     ``ece``                       :func:`jaxcal.ece` (``norm``, ``debias``): confidence
@@ -381,6 +457,8 @@ def compute(
         ``top_label_ece`` (``mce`` is always the max norm).
       debias: Kumar, Liang & Ma (2019) debiased l2 estimator (needs ``norm="l2"``).
       average: ``"label"`` or ``"sample"``, as in :func:`jaxcal.top_label_ece`.
+      n_bins: M, any divisor of the state's resolution (default the state's ``n_bins``):
+        the buckets are re-binned exactly (:func:`rebin`).
 
     Returns:
       dict of 0-d arrays with the keys above (``OUTPUTS``).
@@ -397,40 +475,10 @@ def compute(
       As the one-shot functions: Guo et al. (2017); Kull et al. (2019); Gupta & Ramdas
       (2021); Murphy (1973); Stephenson, Coelho & Jolliffe (2008).
     """
-    state = _check_state(state)
+    state = check_state(state)
+    n_bins = check_bins(state, n_bins)
     check_norm(norm, debias)
     check_option("average", average, AVERAGES)
     # The sums do not depend on ``closed`` any more: one compile serves both conventions.
-    return _compute_kernel(dataclasses.replace(state, closed="right"), norm, debias, average)
-
-
-@jax.jit
-def _curve_kernel(state):
-    top_sums, class_sums, _ = _value(state)
-    if state.binary:
-        count, weight, s, t = state.class_count[1], *(f[1] for f in class_sums[:3])
-    else:
-        count, weight, s, t = state.top_count.sum(0), *(f.sum(0) for f in top_sums)
-    return ReliabilityCurve(
-        edges=uniform_edges(state.n_bins, state.dtype),
-        counts=count,
-        weights=weight,
-        mean_confidence=safe_divide(s, weight),
-        mean_accuracy=safe_divide(t, weight),
-    )
-
-
-def reliability_curve(state: CalibrationState) -> ReliabilityCurve:
-    """The streamed reliability diagram: as :func:`jaxcal.reliability_curve` (uniform bins).
-
-    Confidence bins for a multiclass state, positive-class bins for a binary one.
-
-    Example:
-      >>> import jax.numpy as jnp
-      >>> s = update(init(2, 2, binary=True), jnp.array([0.1, 0.4, 0.8, 0.9]),
-      ...            jnp.array([0, 1, 1, 1]))
-      >>> c = reliability_curve(s)
-      >>> c.counts.tolist(), c.mean_accuracy.tolist()
-      ([2, 2], [0.5, 1.0])
-    """
-    return _curve_kernel(dataclasses.replace(_check_state(state), closed="right"))
+    state = dataclasses.replace(state, closed="right", n_bins=n_bins)
+    return _compute_kernel(state, norm, debias, average)

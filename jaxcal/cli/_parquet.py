@@ -1,0 +1,257 @@
+"""``jaxcal report`` on Parquet files and folders: streamed, in bounded memory.
+
+The rows are read as record batches (:func:`jaxcal.streaming.parquet_state`) into a
+fine-histogram state (``--bins`` times enough to reach 4096 buckets) and, with
+``--resamples B`` (0 for none), B Poisson-bootstrap replicates keyed by the row number
+(seed ``--seed``), so memory is a few batches plus the states whatever the file size,
+and the intervals do not depend on the batching. The metrics are those of the in-memory
+report that a stream can give: the binned ECEs, MCE, the Brier score, its decomposition
+and the log loss exactly (as the in-memory report computes them); the equal-mass ECE from
+the buckets (within the bound printed); the CORP decomposition over the buckets (binary).
+The tests of calibration (KS, Kuiper, Spiegelhalter, consistency) need every score
+sorted or resampled, and are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxcal
+from jaxcal import streaming
+from jaxcal.cli._format import _cells, _json_safe, _num, _table
+from jaxcal.cli._io import InputError, _select, label_column
+from jaxcal.cli._report import CONFIDENCE, CORP_ROWS, DECOMPOSITION, ROW_ORDER, metric_specs
+from jaxcal.streaming._parquet import BATCH_ROWS, dataset
+
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+#: Buckets of the streamed state: the smallest multiple of ``--bins`` at least this.
+MIN_RESOLUTION = 4096
+
+#: Metrics without an interval (as in the in-memory report).
+POINT_ONLY = ("mce", *(key for key, _, _ in DECOMPOSITION))
+
+
+def is_parquet(path: Path) -> bool:
+    """A Parquet file (by its suffix) or a folder (a dataset of Parquet files)."""
+    return path.is_dir() or path.suffix.lower() in PARQUET_SUFFIXES
+
+
+def _columns(path: Path, names: list[str], args: argparse.Namespace) -> tuple[list[str], str]:
+    """The probability columns and the label column, chosen as for ``.csv`` files."""
+    if args.logits is not None:
+        raise InputError(f"{path}: --logits is not available for Parquet; give probabilities.")
+    labels = label_column(path, names, args.labels)
+    if args.probs:
+        probs = [names[i] for i in _select(path, names, args.probs, "--probs")]
+    else:
+        probs = [n for n in names if n != labels]
+    if labels in probs or not probs:
+        raise InputError(f"{path}: the probability columns must be other than the label column.")
+    return probs, labels
+
+
+class _Bar:
+    """A progress bar on stderr: rows read, share, rate (redrawn at most 5 times a second)."""
+
+    def __init__(self, name: str, quiet: bool):
+        self.name, self.quiet = name, quiet
+        self.start = self.last = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if self.quiet or (now - self.last < 0.2 and done < total):
+            return
+        self.last = now
+        share = done / total if total else 1.0
+        bar = "#" * round(24 * share)
+        rate = done / max(now - self.start, 1e-9)
+        print(
+            f"\rjaxcal: {self.name} [{bar:<24}] {100 * share:5.1f}% {done:,}/{total:,} rows, "
+            f"{rate / 1e6:.2f} M rows/s",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def close(self) -> None:
+        if not self.quiet:
+            print(f" ({time.perf_counter() - self.start:.1f} s)", file=sys.stderr, flush=True)
+
+
+def state_metrics(state: streaming.CalibrationState, n_bins: int) -> dict[str, jax.Array]:
+    """Every streamed metric of one state (works under ``vmap`` over replicates)."""
+    out = streaming.compute(state, n_bins=n_bins)
+    top_sums, class_sums, totals = (
+        h + lo
+        for h, lo in zip(
+            (state.top_sums, state.class_sums, state.totals), state.compensation, strict=True
+        )
+    )
+    total = jnp.maximum(totals[0], jnp.finfo(totals.dtype).tiny)
+    values = {
+        "accuracy": top_sums[2].sum() / total,
+        "ece": out["ece"],
+        "ece_quantile": streaming.equal_mass_ece(state, n_bins).ece,
+        "ece_l2_debiased": streaming.compute(state, n_bins=n_bins, norm="l2", debias=True)["ece"],
+        "mce": out["mce"],
+        "brier": out["brier"],
+        "log_loss": out["log_loss"],
+    }
+    values.update({key: out[field] for key, _, field in DECOMPOSITION})
+    if state.binary:
+        values["positive_rate"] = class_sums[2][1].sum() / total
+        for score in ("brier", "log"):
+            dec = streaming.corp_decomposition(state, score=score)
+            for suffix, value in zip(
+                ("", "_miscalibration", "_discrimination", "_uncertainty"), dec, strict=True
+            ):
+                values[f"corp_{score}{suffix}"] = value
+    else:
+        values["classwise_ece"] = out["classwise_ece"]
+        values["top_label_ece"] = out["top_label_ece"]
+    return values
+
+
+def _report_one(path: Path, args: argparse.Namespace) -> tuple[dict, dict]:
+    try:
+        data = dataset(path)
+        names = data.schema.names
+    except (OSError, ValueError) as err:
+        raise InputError(f"{path}: cannot read as Parquet ({err}).") from err
+    probs, labels = _columns(path, names, args)
+    resolution = args.bins * math.ceil(MIN_RESOLUTION / args.bins)
+    bar = _Bar(path.stem, args.quiet)
+    # Batches no larger than the data (a power of two, at least 1024): small files run
+    # small kernels; large ones stream at BATCH_ROWS.
+    rows = data.count_rows()
+    batch_rows = min(BATCH_ROWS, 1 << max(10, (rows - 1).bit_length()))
+    try:
+        out = streaming.parquet_state(
+            data,
+            probs=probs,
+            labels=labels,
+            n_bins=args.bins,
+            resolution=resolution,
+            n_replicates=args.resamples,
+            key=jax.random.key(args.seed),
+            batch_rows=batch_rows,
+            progress=bar,
+        )
+    except ValueError as err:
+        raise InputError(f"{path}: {err}") from err
+    finally:
+        bar.close()
+    if out.rows == 0:
+        raise InputError(f"{path}: no rows.")
+    point = jax.device_get(state_metrics(out.state, args.bins))
+    metrics = {}
+    if out.replicates is not None:
+        reps = jax.device_get(jax.vmap(lambda s: state_metrics(s, args.bins))(out.replicates))
+    for key in ROW_ORDER:
+        if key not in point:
+            continue
+        value, low, high = float(point[key]), None, None
+        if out.replicates is not None and key not in POINT_ONLY:
+            q = (1 - CONFIDENCE) / 2
+            low, high = (float(v) for v in np.quantile(reps[key], [q, 1 - q]))
+        metrics[key] = {"value": value, "low": low, "high": high}
+    bound = float(streaming.equal_mass_ece(out.state, args.bins).bound)
+    model = {
+        "name": path.stem,
+        "source": str(path),
+        "n": int(out.rows),
+        "num_classes": 2 if len(probs) == 1 else len(probs),
+        "binary": len(probs) == 1,
+        "inputs": "probs",
+        "metrics": metrics,
+        "tests": {},
+        "fit": None,
+        "ece_quantile_bound": bound,
+    }
+    return model, {"resolution": resolution}
+
+
+def report_parquet(args: argparse.Namespace) -> int:
+    """``jaxcal report`` on Parquet FILEs (files or folders): the streamed report."""
+    if args.fit:
+        raise InputError("--fit needs the predictions in memory; it is not available for Parquet.")
+    if args.plot is not None:
+        raise InputError("--plot is not available for Parquet input (streamed report).")
+    models, extra = [], {}
+    for path in args.files:
+        model, extra = _report_one(path, args)
+        models.append(model)
+    settings = {
+        "n_bins": args.bins,
+        "resamples": args.resamples,
+        "confidence": CONFIDENCE,
+        "seed": args.seed,
+        "interval": "Poisson bootstrap (keyed by row number)" if args.resamples else None,
+        "folds": None,
+        "streamed": True,
+        **extra,
+    }
+    document = _json_safe(
+        {
+            "schema": "jaxcal.report/1",
+            "jaxcal_version": jaxcal.__version__,
+            "settings": settings,
+            "models": models,
+        }
+    )
+    if args.json == "-":
+        json.dump(document, sys.stdout, indent=2)
+        print()
+    else:
+        _print(models, settings, sys.stdout)
+    if args.json not in (None, "-"):
+        try:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(document, f, indent=2)
+        except OSError as err:
+            raise InputError(f"cannot write the JSON report to {args.json}: {err}") from err
+    return 0
+
+
+def _print(models: list[dict], settings: dict, out) -> None:
+    print("jaxcal report (streamed from Parquet)", file=out)
+    for m in models:
+        shape = "binary (N,)" if m["binary"] else f"{m['num_classes']} classes"
+        print(f"  {m['name']}: {m['source']}\n    N = {m['n']:,}, {shape}", file=out)
+    pct, resamples = round(100 * settings["confidence"]), settings["resamples"]
+    how = (
+        f"{pct}% Poisson-bootstrap intervals ({resamples} replicates keyed by row number, "
+        f"seed {settings['seed']})"
+        if resamples
+        else "no intervals (--resamples 0)"
+    )
+    print(f"\nMetrics, with {how}", file=out)
+    labels = {key: label for key, label, _ in metric_specs(settings["n_bins"], False)}
+    labels.update({"positive_rate": "positive rate", "mce": "MCE (max gap)", **dict(CORP_ROWS)})
+    labels.update({key: label for key, label, _ in DECOMPOSITION})
+    labels["ece_quantile"] += " *"
+    present = {key for m in models for key in m["metrics"]}
+    rows = [["metric"] + [h for m in models for h in (f"{pct}% interval", m["name"])]]
+    for key in ROW_ORDER:
+        if key in present:
+            rows.append([labels[key], *_cells(models, key)])
+    _table(rows, out)
+    bounds = ", ".join(_num(m["ece_quantile_bound"]) for m in models)
+    print(
+        f"  * equal-mass bins from {settings['resolution']} buckets: within {bounds} of the "
+        "exact equal-mass ECE.\n"
+        "  CORP rows: isotonic recalibration over the buckets (binary). The tests of "
+        "calibration need\n  every score in memory: run jaxcal report on an .npz sample "
+        "for them.",
+        file=out,
+    )

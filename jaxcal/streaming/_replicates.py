@@ -1,0 +1,92 @@
+"""The sums of one batch in many weightings at once: the bootstrap replicates' update.
+
+B replicates weight the same rows differently, so the bins, the deviations from the bins'
+anchors and the per-sample scores are computed once, and only the weighted sums are
+done B times: scatters whose rows are B-wide vectors (one contiguous add per row and
+quantity), in blocks of rows added by a tree, as :func:`jaxcal._binning.bin_sums` does
+for one weighting. (``vmap`` of the one-weighting update over B recomputes nothing
+either, but lowers to scatters of scalars with B-fold index arrays: 20x slower.)
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxcal._binning import uniform_anchors, uniform_bin_index
+from jaxcal._confidence import scores_and_targets
+from jaxcal._numerics import block_segment_ids, compute_dtype, rows_per_block, tree_sum
+from jaxcal._scoring import brier_per_sample, log_loss_per_sample
+
+
+def _sums(ids, columns, weights, num_segments, block):
+    """Per-segment sums ``(Q, S, B)`` of ``columns`` (Q arrays of the shape of ``ids``)
+    weighted by ``weights`` ``(N, B)``; rows blocked by ``block``."""
+    flat, n_blocks = block_segment_ids(ids, num_segments, block)
+    w = weights if ids.ndim == 1 else weights[:, None, :]
+    out = []
+    for column in columns:
+        data = (column[..., None] * w).reshape(flat.shape[0], -1)
+        part = jax.ops.segment_sum(data, flat, n_blocks * num_segments, mode="promise_in_bounds")
+        out.append(tree_sum(part.reshape(n_blocks, num_segments, -1)))
+    return jnp.stack(out)
+
+
+def _counts(ids, weights, num_segments):
+    present = (weights > 0).astype(jnp.int32)
+    shape = (*ids.shape, present.shape[-1])
+    data = present if ids.ndim == 1 else jnp.broadcast_to(present[:, None, :], shape)
+    flat = ids.reshape(-1)
+    return jax.ops.segment_sum(data.reshape(flat.shape[0], -1), flat, num_segments)
+
+
+def replicate_sums(probs, labels, weights, n_bins, closed, binary):
+    """The state-layout sums of one batch under B weightings ``weights`` ``(B, N)``.
+
+    Returns ``(top_count, top_sums, class_count, class_sums, totals)`` each with a leading
+    axis B, as :func:`jaxcal.streaming._state._batch_sums` returns them for one.
+    """
+    dtype = compute_dtype(probs.dtype)
+    wt = weights.astype(dtype).T  # (N, B): B-wide rows
+    per_sample = jnp.stack(
+        [
+            jnp.ones(probs.shape[0], dtype),
+            brier_per_sample(probs, labels),
+            log_loss_per_sample(probs, labels),
+        ],
+        axis=1,
+    )
+    totals = per_sample.T @ wt  # (3, B)
+    if binary:
+        probs = jnp.stack([1 - probs, probs], axis=1)
+    k = probs.shape[1]
+    s_top, s_class = k * n_bins, k * n_bins
+    anchor = uniform_anchors(n_bins)
+    conf, correct, pred = scores_and_targets(probs, labels, "confidence")
+    conf = conf.astype(dtype)
+    top_ids = pred.astype(jnp.int32) * n_bins + uniform_bin_index(conf, n_bins, closed)
+    top_dev = conf - anchor(top_ids).astype(dtype)
+    ones = jnp.ones_like(conf)
+    block = rows_per_block(s_top)
+    top = _sums(top_ids, [ones, top_dev, correct.astype(dtype)], wt, s_top, block)
+    top = top.at[1].add(anchor(jnp.arange(s_top, dtype=jnp.int32)).astype(dtype)[:, None] * top[0])
+    p = probs.astype(dtype)
+    class_ids = jnp.arange(k, dtype=jnp.int32)[None, :] * n_bins + uniform_bin_index(
+        p, n_bins, closed
+    )
+    dev = p - anchor(class_ids).astype(dtype)
+    y = (labels[:, None] == jnp.arange(k, dtype=labels.dtype)[None, :]).astype(dtype)
+    cls = _sums(class_ids, [jnp.ones_like(p), dev, y, dev * dev, dev * y], wt, s_class, block)
+    anchors = anchor(jnp.arange(s_class, dtype=jnp.int32)).astype(dtype)[:, None]
+    class_sums = jnp.stack([cls[0], cls[1] + anchors * cls[0], cls[2], cls[1], cls[3], cls[4]])
+
+    def as_state(x):  # (..., K M, B) -> (B, ..., K, M)
+        return jnp.moveaxis(x.reshape(*x.shape[:-2], k, n_bins, x.shape[-1]), -1, 0)
+
+    return (
+        as_state(_counts(top_ids, wt, s_top)),
+        as_state(top),
+        as_state(_counts(class_ids, wt, s_class)),
+        as_state(class_sums),
+        totals.T,
+    )

@@ -1,0 +1,182 @@
+"""The one sort of jaxcal (jaxcal/_sort.py): NumPy's order and tie rule, on both paths.
+
+On CPU, rows of at least ``HOST_ARGSORT_MIN_SIZE`` (argsort) or ``HOST_SORT_MIN_SIZE``
+(sort of values) keys are sorted by NumPy through a host callback, shorter ones by XLA;
+the XLA path is also what GPU and TPU run. Both are checked against NumPy here: the long
+rows through the public functions, and the XLA path of the long rows directly.
+"""
+
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from helpers import run_on_cpu_devices, x64
+
+from jaxcal import _sort
+from jaxcal._sort import argsort, monotone_bits, sort
+
+SHORT = 300  # XLA sorts on every backend
+LONG = max(_sort.HOST_ARGSORT_MIN_SIZE, _sort.HOST_SORT_MIN_SIZE)  # host sort on CPU
+
+
+def _awkward(n, dtype=np.float32, seed=0):
+    """Negatives, -0.0 and 0.0, ties, +-inf and NaNs of both signs, shuffled."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n).astype(dtype)
+    x[rng.integers(0, n, n // 3)] = x[: n // 10][rng.integers(0, n // 10, n // 3)]  # ties
+    special = np.array([-0.0, 0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, np.nan, 0.0])
+    x[rng.choice(n, 45, replace=False)] = np.tile(special, 5).astype(dtype)
+    return x
+
+
+def _expected_order(x):
+    return np.argsort(np.asarray(x), axis=-1, kind="stable")
+
+
+@pytest.mark.parametrize("n", [SHORT, LONG])
+def test_argsort_is_numpys_stable_argsort(n):
+    x = _awkward(n)
+    np.testing.assert_array_equal(jax.jit(argsort)(x), _expected_order(x))
+    assert jax.jit(argsort)(x).dtype == jnp.int32
+
+
+def test_nan_policy_nans_last_in_input_order_and_signed_zeros_tie():
+    x = np.array([np.nan, 1.0, -np.nan, -0.0, 0.0, -np.inf, -0.0], np.float32)
+    assert argsort(x).tolist() == [5, 3, 4, 6, 1, 0, 2]
+    assert np.isnan(sort(x)[-2:]).all()
+    assert not np.signbit(sort(x)[1:4]).any()  # -0.0 comes back as +0.0
+
+
+@pytest.mark.parametrize("n", [SHORT, LONG])
+def test_host_and_xla_paths_agree(n):
+    x = _awkward(n, seed=1)
+    bits = monotone_bits(jnp.asarray(x))
+    np.testing.assert_array_equal(jax.jit(_sort._xla_argsort)(bits), _expected_order(x))
+    np.testing.assert_array_equal(_sort._host_argsort(np.asarray(bits)), _expected_order(x))
+
+
+def test_the_size_picks_the_path():
+    def lowered(fn, n, dtype=jnp.float32):
+        return jax.jit(fn).lower(jax.ShapeDtypeStruct((n,), dtype)).as_text()
+
+    small, large = _sort.HOST_ARGSORT_MIN_SIZE - 1, _sort.HOST_ARGSORT_MIN_SIZE
+    assert "callback" not in lowered(argsort, small)
+    assert "callback" in lowered(argsort, large)
+    assert "callback" not in lowered(sort, _sort.HOST_SORT_MIN_SIZE - 1, jnp.int32)
+    assert "callback" in lowered(sort, _sort.HOST_SORT_MIN_SIZE, jnp.int32)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.int16, np.uint8, np.bool_])
+def test_argsort_of_integers(dtype):
+    rng = np.random.default_rng(2)
+    info = np.iinfo(dtype) if dtype != np.bool_ else None
+    if info is None:
+        x = rng.random(LONG) < 0.5
+    else:
+        x = rng.integers(info.min, info.max, LONG, endpoint=True).astype(dtype)
+        x[:20] = info.min
+        x[20:40] = info.max
+    np.testing.assert_array_equal(jax.jit(argsort)(x), _expected_order(x))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_argsort_of_half_floats(dtype):
+    x = _awkward(LONG, dtype, seed=3)
+    np.testing.assert_array_equal(argsort(x), _expected_order(x.astype(np.float32)))
+
+
+@pytest.mark.parametrize("n", [SHORT, LONG])
+def test_float64_under_x64(n):
+    with x64():
+        x = _awkward(n, np.float64, seed=4)
+        x[::7] = x[1] + 1e-16  # ties at a distance float32 would not resolve
+        order = jax.jit(argsort)(jnp.asarray(x))
+        np.testing.assert_array_equal(order, _expected_order(x))
+        assert order.dtype == jnp.int32
+        values = jax.jit(sort)(jnp.asarray(x))
+        assert values.dtype == jnp.float64
+        np.testing.assert_array_equal(values, np.sort(x) + 0.0)  # -0.0 canonical
+        keys = np.random.default_rng(5).integers(-(2**62), 2**62, n)
+        np.testing.assert_array_equal(jax.jit(sort)(jnp.asarray(keys)), np.sort(keys))
+
+
+@pytest.mark.parametrize("n", [SHORT, LONG])
+def test_sort_of_values(n):
+    rng = np.random.default_rng(6)
+    keys = rng.integers(-(2**31), 2**31 - 1, n, dtype=np.int32)
+    got = jax.jit(sort)(keys)
+    assert got.dtype == jnp.int32
+    np.testing.assert_array_equal(got, np.sort(keys))
+    x = _awkward(n, seed=7)
+    np.testing.assert_array_equal(jax.jit(sort)(x), np.sort(x) + np.float32(0))
+
+
+@pytest.mark.parametrize("n", [SHORT, LONG])
+def test_vmap_sorts_each_row(n):
+    x = np.stack([_awkward(n, seed=s) for s in range(3)])
+    np.testing.assert_array_equal(jax.jit(jax.vmap(argsort))(x), _expected_order(x))
+    np.testing.assert_array_equal(jax.vmap(argsort, in_axes=1)(x.T), _expected_order(x))
+    keys = x.view(np.int32)
+    np.testing.assert_array_equal(jax.jit(jax.vmap(sort))(keys), np.sort(keys, axis=-1))
+    nested = jax.vmap(jax.vmap(argsort))(x.reshape(3, 1, n))
+    np.testing.assert_array_equal(nested.reshape(3, n), _expected_order(x))
+
+
+def test_gathers_by_the_order_are_differentiable():
+    x = jnp.asarray(np.random.default_rng(8).random(LONG).astype(np.float32))
+    ramp = jnp.arange(LONG, dtype=jnp.float32)
+
+    def weighted_sorted_sum(v):
+        return jnp.sum(v[argsort(v)] * ramp) + jnp.sum(sort(v) * ramp)
+
+    grad = jax.jit(jax.grad(weighted_sorted_sum))(x)
+    rank = np.empty(LONG, np.float32)
+    rank[_expected_order(x)] = np.arange(LONG)
+    # Each sample meets the ramp at its rank, once through the gather and once through sort.
+    np.testing.assert_array_equal(grad, 2 * rank)
+
+
+def test_too_many_keys_raise_at_trace_time():
+    with pytest.raises(ValueError, match="fewer than 2\\*\\*31 keys"):
+        jax.eval_shape(argsort, jax.ShapeDtypeStruct((2**31,), jnp.float32))
+
+
+_SHARD_MAP_SCRIPT = textwrap.dedent(
+    """
+    import json
+    from functools import partial
+    import jax, jax.numpy as jnp, numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jaxcal._sort import argsort, sort
+
+    mesh = jax.make_mesh((4,), ("d",))
+    x = np.random.default_rng(0).standard_normal((4, 3000)).astype(np.float32)
+    xs = jax.device_put(x, NamedSharding(mesh, P("d")))
+
+    @jax.jit
+    @partial(jax.shard_map, mesh=mesh, in_specs=P("d"), out_specs=P("d"))
+    def per_shard(a):
+        return argsort(a), sort(jax.lax.bitcast_convert_type(a, jnp.int32))
+
+    order, keys = per_shard(xs)
+    replicated = jax.jit(jax.shard_map(argsort, mesh=mesh, in_specs=P(), out_specs=P()))
+    print(json.dumps({
+        "order": bool((np.asarray(order) == np.argsort(x, axis=-1, kind="stable")).all()),
+        "keys": bool((np.asarray(keys) == np.sort(x.view(np.int32), axis=-1)).all()),
+        "replicated": bool((np.asarray(replicated(x[0])) == np.argsort(x[0], kind="stable")).all()),
+    }))
+    """
+)
+
+
+def test_inside_shard_map_on_four_cpu_devices(tmp_path):
+    script = tmp_path / "shard_map_sort.py"
+    script.write_text(_SHARD_MAP_SCRIPT)
+    assert run_on_cpu_devices(script) == {
+        "order": True,
+        "keys": True,
+        "replicated": True,
+    }
