@@ -58,45 +58,21 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jax.scipy.special import ndtr
 
-from jaxcal._brownian import max_sf, range_sf
 from jaxcal._checks import check_option, check_probs_labels
-from jaxcal._confidence import scores_and_targets
-from jaxcal._numerics import compute_dtype, scale_free
+from jaxcal._path_tests import (
+    ALTERNATIVES,
+    CalibrationTests,
+    TestResult,
+    spiegelhalter_result,
+    spiegelhalter_terms,
+)
+from jaxcal._path_tests import ks_result as _ks
+from jaxcal._path_tests import kuiper_result as _kuiper
+from jaxcal._path_tests import scores_targets as _scores_targets
+from jaxcal._segment_paths import check_groups, grouped_tests_kernel
 from jaxcal._sort import sort
-from jaxcal._validity import kernel_inputs, run_validated
-
-ALTERNATIVES = ("two-sided", "greater", "less")
-
-
-class TestResult(NamedTuple):
-    """Outcome of a test of calibration.
-
-    Attributes:
-      statistic: 0-d array, the test statistic.
-      p_value: 0-d array in [0, 1], from the null law's survival function (never ``1 -
-        CDF``, never negative).
-    """
-
-    __test__ = False  # not a pytest test class
-
-    statistic: jax.Array
-    p_value: jax.Array
-
-
-class CalibrationTests(NamedTuple):
-    """The three tests of :func:`calibration_tests`, each a :class:`TestResult`.
-
-    Attributes:
-      ks: Kolmogorov-Smirnov statistic and p-value (:func:`ks_test`).
-      kuiper: Kuiper statistic and p-value (:func:`kuiper_test`).
-      spiegelhalter: Spiegelhalter's Z and p-value (:func:`spiegelhalter_test`).
-    """
-
-    ks: TestResult
-    kuiper: TestResult
-    spiegelhalter: TestResult
+from jaxcal._validity import run_validated
 
 
 class CumulativeDifferences(NamedTuple):
@@ -120,22 +96,6 @@ class CumulativeDifferences(NamedTuple):
 
 
 # ------------------------------------------------------------------ kernels
-
-
-def _scores_targets(scores: jax.Array, labels: jax.Array, weights: jax.Array | None):
-    """(s, y, w) in the compute dtype: s clipped to [0, 1] (no -0.0), y in {0, 1}; and the
-    validity summary of the inputs (from the same pass over the rows)."""
-    scores, labels, rows, summary = kernel_inputs(scores, labels, weights)
-    s, y, _ = scores_and_targets(scores, labels, rows=rows)
-    dtype = compute_dtype(s.dtype)
-    s = s.astype(dtype)
-    # Validation admits round-off outside [0, 1]; the key needs non-negative floats, and
-    # -0.0 (sign bit set) would sort after every positive score.
-    s = jnp.clip(s, 0, 1)
-    s = jnp.where(s > 0, s, jnp.zeros_like(s))
-    # Scaled weights: sum w**2 of sigma neither overflows (1e20) nor underflows (1e-20).
-    w = None if weights is None else scale_free(weights.astype(dtype))
-    return (s, y.astype(dtype), w), summary
 
 
 class _SortedPath(NamedTuple):
@@ -239,38 +199,9 @@ def _extremes(s: jax.Array, y: jax.Array, w: jax.Array | None):
     return _extremes_unweighted(s, y) if w is None else _extremes_weighted(s, y, w)
 
 
-def _ratio(num: jax.Array, variance: jax.Array) -> jax.Array:
-    """num / sqrt(variance); variance 0 gives 0 for num 0 and +-inf otherwise."""
-    positive = variance > 0
-    safe = jnp.sqrt(jnp.where(positive, variance, jnp.ones_like(variance)))
-    limit = jnp.where(num > 0, jnp.inf, jnp.where(num < 0, -jnp.inf, 0)).astype(num.dtype)
-    return jnp.where(positive, num / safe, limit)
-
-
-def _ks(top, bottom, variance) -> TestResult:
-    stat = _ratio(jnp.maximum(top, -bottom), variance)
-    return TestResult(stat, max_sf(stat))
-
-
-def _kuiper(top, bottom, variance) -> TestResult:
-    stat = _ratio(top - bottom, variance)
-    return TestResult(stat, range_sf(stat))
-
-
 def _spiegelhalter(s, y, w, alternative) -> TestResult:
-    a = 1 - 2 * s
-    e = (y - s) * a
-    v = a * a * s * (1 - s)
-    if w is not None:
-        e, v = w * e, w * w * v
-    z = _ratio(jnp.sum(e), jnp.sum(v))
-    if alternative == "greater":
-        p = ndtr(-z)
-    elif alternative == "less":
-        p = ndtr(z)
-    else:
-        p = jnp.minimum(2 * ndtr(-jnp.abs(z)), 1)
-    return TestResult(z, p)
+    e, v = spiegelhalter_terms(s, y, w)
+    return spiegelhalter_result(jnp.sum(e), jnp.sum(v), alternative)
 
 
 @jax.jit
@@ -339,6 +270,13 @@ def _run(kernel, scores, labels, weights, *static):
     return run_validated(kernel, scores, labels, weights, *static, probs_name="scores")
 
 
+def _grouped(scores, labels, weights, groups, n_groups, alternative) -> CalibrationTests:
+    """The three tests within each segment of ``groups`` (leading G axis), one sort."""
+    scores, labels, weights = _validate(scores, labels, weights)
+    groups, n_groups = check_groups(groups, scores.shape[0], n_groups)
+    return _run(grouped_tests_kernel, scores, labels, weights, groups, n_groups, alternative)
+
+
 def cumulative_differences(
     scores: Any, labels: Any, *, weights: Any = None
 ) -> CumulativeDifferences:
@@ -382,7 +320,14 @@ def cumulative_differences(
     return _run(_path_kernel, scores, labels, weights)
 
 
-def ks_test(scores: Any, labels: Any, *, weights: Any = None) -> TestResult:
+def ks_test(
+    scores: Any,
+    labels: Any,
+    *,
+    weights: Any = None,
+    groups: Any = None,
+    n_groups: int | None = None,
+) -> TestResult:
     """Kolmogorov-Smirnov test of calibration on the cumulative differences.
 
     ``G = max_{0<=k<=N} |C_k| / sigma`` (:func:`cumulative_differences`, ties aggregated,
@@ -400,6 +345,10 @@ def ks_test(scores: Any, labels: Any, *, weights: Any = None) -> TestResult:
       labels: ``(N,)`` integer or bool labels.
       weights: optional ``(N,)`` non-negative sample weights (Tygert's weighted variant;
         0 masks padding).
+      groups: optional segments: integer ids ``(N,)`` in ``[0, n_groups)`` (disjoint; one
+        sort ordered by id and score) or a boolean membership matrix ``(N, G)``
+        (overlapping; one sort of the scores for all). Results then have a leading G axis.
+      n_groups: the number of segments, static; required with integer ``groups``.
 
     Returns:
       :class:`TestResult` ``(statistic, p_value)``, 0-d arrays. sigma = 0: statistic 0
@@ -419,11 +368,20 @@ def ks_test(scores: Any, labels: Any, *, weights: Any = None) -> TestResult:
       for calibration and for deviation of a subpopulation from the full population",
       arXiv:2202.00100; Darling & Siegert (1953).
     """
+    if groups is not None:
+        return _grouped(scores, labels, weights, groups, n_groups, "two-sided").ks
     scores, labels, weights = _validate(scores, labels, weights)
     return _run(_ks_kernel, scores, labels, weights)
 
 
-def kuiper_test(scores: Any, labels: Any, *, weights: Any = None) -> TestResult:
+def kuiper_test(
+    scores: Any,
+    labels: Any,
+    *,
+    weights: Any = None,
+    groups: Any = None,
+    n_groups: int | None = None,
+) -> TestResult:
     """Kuiper test of calibration: the range of the cumulative differences.
 
     ``H = (max_{0<=k<=N} C_k - min_{0<=k<=N} C_k) / sigma``, the origin ``C_0 = 0``
@@ -440,6 +398,10 @@ def kuiper_test(scores: Any, labels: Any, *, weights: Any = None) -> TestResult:
       labels: ``(N,)`` integer or bool labels.
       weights: optional ``(N,)`` non-negative sample weights (Tygert's weighted variant;
         0 masks padding).
+      groups: optional segments: integer ids ``(N,)`` in ``[0, n_groups)`` (disjoint; one
+        sort ordered by id and score) or a boolean membership matrix ``(N, G)``
+        (overlapping; one sort of the scores for all). Results then have a leading G axis.
+      n_groups: the number of segments, static; required with integer ``groups``.
 
     Returns:
       :class:`TestResult` ``(statistic, p_value)``, 0-d arrays; sigma = 0 as in
@@ -457,12 +419,20 @@ def kuiper_test(scores: Any, labels: Any, *, weights: Any = None) -> TestResult:
       Arrieta-Ibarra et al. (2022), JMLR 23(351); Tygert (2022), arXiv:2202.00100; Feller
       (1951), Ann. Math. Statist. 22(3).
     """
+    if groups is not None:
+        return _grouped(scores, labels, weights, groups, n_groups, "two-sided").kuiper
     scores, labels, weights = _validate(scores, labels, weights)
     return _run(_kuiper_kernel, scores, labels, weights)
 
 
 def spiegelhalter_test(
-    scores: Any, labels: Any, *, alternative: str = "two-sided", weights: Any = None
+    scores: Any,
+    labels: Any,
+    *,
+    alternative: str = "two-sided",
+    weights: Any = None,
+    groups: Any = None,
+    n_groups: int | None = None,
 ) -> TestResult:
     """Spiegelhalter's Z test of calibration.
 
@@ -484,6 +454,10 @@ def spiegelhalter_test(
       labels: ``(N,)`` integer or bool labels.
       weights: optional ``(N,)`` non-negative sample weights (Tygert's weighted variant;
         0 masks padding).
+      groups: optional segments: integer ids ``(N,)`` in ``[0, n_groups)`` (disjoint; one
+        sort ordered by id and score) or a boolean membership matrix ``(N, G)``
+        (overlapping; one sort of the scores for all). Results then have a leading G axis.
+      n_groups: the number of segments, static; required with integer ``groups``.
       alternative: ``"two-sided"`` (default), ``"greater"`` or ``"less"``.
 
     Returns:
@@ -504,12 +478,20 @@ def spiegelhalter_test(
       trials", Statistics in Medicine 5(5); Rufibach (2010), J. Clin. Epidemiol. 63(8).
     """
     check_option("alternative", alternative, ALTERNATIVES)
+    if groups is not None:
+        return _grouped(scores, labels, weights, groups, n_groups, alternative).spiegelhalter
     scores, labels, weights = _validate(scores, labels, weights)
     return _run(_spiegelhalter_kernel, scores, labels, weights, alternative)
 
 
 def calibration_tests(
-    scores: Any, labels: Any, *, alternative: str = "two-sided", weights: Any = None
+    scores: Any,
+    labels: Any,
+    *,
+    alternative: str = "two-sided",
+    weights: Any = None,
+    groups: Any = None,
+    n_groups: int | None = None,
 ) -> CalibrationTests:
     """The Kolmogorov-Smirnov, Kuiper and Spiegelhalter tests from one sort.
 
@@ -524,6 +506,10 @@ def calibration_tests(
       labels: ``(N,)`` integer or bool labels.
       weights: optional ``(N,)`` non-negative sample weights (Tygert's weighted variant;
         0 masks padding).
+      groups: optional segments: integer ids ``(N,)`` in ``[0, n_groups)`` (disjoint; one
+        sort ordered by id and score) or a boolean membership matrix ``(N, G)``
+        (overlapping; one sort of the scores for all). Results then have a leading G axis.
+      n_groups: the number of segments, static; required with integer ``groups``.
       alternative: of the Spiegelhalter test.
 
     Returns:
@@ -539,5 +525,7 @@ def calibration_tests(
       See :func:`ks_test`, :func:`kuiper_test`, :func:`spiegelhalter_test`.
     """
     check_option("alternative", alternative, ALTERNATIVES)
+    if groups is not None:
+        return _grouped(scores, labels, weights, groups, n_groups, alternative)
     scores, labels, weights = _validate(scores, labels, weights)
     return _run(_all_kernel, scores, labels, weights, alternative)

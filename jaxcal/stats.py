@@ -54,6 +54,8 @@ from jaxcal._observed_expected import (
     observed_expected_ratio,
     prevalence_weights,
 )
+from jaxcal._segments import MulticalibrationResult, multicalibration_error
+from jaxcal._subpopulation import SubpopulationTest, subpopulation_test
 
 __all__ = [
     "ICI",
@@ -66,9 +68,11 @@ __all__ = [
     "CorpBands",
     "CumulativeDifferences",
     "DecompositionIntervals",
+    "MulticalibrationResult",
     "ObservedExpected",
     "PairedBootstrapResult",
     "ReliabilityIntervals",
+    "SubpopulationTest",
     "TestResult",
     "WaldEstimate",
     "bootstrap_ci",
@@ -91,11 +95,13 @@ __all__ = [
     "log_brownian_max_sf",
     "log_brownian_range_sf",
     "log_chi2_sf",
+    "multicalibration_error",
     "observed_expected_ratio",
     "paired_bootstrap",
     "prevalence_weights",
     "reliability_intervals",
     "score_decomposition_ci",
     "spiegelhalter_test",
+    "subpopulation_test",
     "wilson_interval",
 ]

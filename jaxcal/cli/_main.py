@@ -46,6 +46,12 @@ Intervals are percentile bootstrap intervals (:func:`jaxcal.stats.bootstrap_ci`)
 metric, seed ``--seed``). All metrics, intervals and tests of a model are one compiled
 JAX computation, so a second model of the same shape costs no compilation.
 
+``--by COLUMN`` adds calibration within segments: the distinct values of a ``.csv``
+column (any text) or of an ``.npz`` key split the samples; each segment gets the Kuiper
+test of its cumulative differences (:func:`jaxcal.stats.multicalibration_error`, one sort
+for all), listed by Holm-adjusted p-value, with the family-wise p-value; the JSON gains a
+``"segments"`` entry per model (schema in :mod:`jaxcal.cli._segments`).
+
 Output: the table on stdout; progress of the long steps on stderr (``--quiet`` silences
 it); ``--json OUT`` (``-`` for stdout, instead of the table) writes every number in the
 schema below; ``--plot OUT.png`` (or ``.pdf``, ``.svg``; needs matplotlib) writes the
@@ -114,11 +120,12 @@ from pathlib import Path
 
 from jaxcal.cli._cache import kernel_folder
 from jaxcal.cli._fit import compute_fit, fit_calls
-from jaxcal.cli._format import print_report, report_json, write_plot
+from jaxcal.cli._format import _json_safe, _table, format_p, print_report, report_json, write_plot
 from jaxcal.cli._io import InputError, load, load_demo, validate
 from jaxcal.cli._kernels import set_store
 from jaxcal.cli._parquet import is_parquet, report_parquet
 from jaxcal.cli._report import CONFIDENCE, compute_report, report_call
+from jaxcal.cli._segments import compute_segments, print_segments, read_column
 
 
 class _Progress:
@@ -196,6 +203,12 @@ def _parser() -> argparse.ArgumentParser:
         help="bootstrap and consistency resamples (default 200)",
     )
     rep.add_argument("--seed", type=int, default=0, help="seed of resamples and folds (default 0)")
+    rep.add_argument(
+        "--by",
+        metavar="COLUMN",
+        help="also test calibration within the segments of a .csv column or .npz key "
+        "(Holm-adjusted Kuiper tests, one per distinct value)",
+    )
     rep.add_argument("--json", metavar="OUT", help="write every number as JSON ('-': stdout)")
     rep.add_argument(
         "--plot",
@@ -225,6 +238,8 @@ def _check_args(args: argparse.Namespace) -> None:
         raise InputError(f"--seed must be a non-negative integer; got {args.seed}.")
     if args.demo == bool(args.files):
         raise InputError("give either FILE(s) or --demo.")
+    if args.by is not None and args.demo:
+        raise InputError("--by needs FILE(s), not --demo.")
     if args.plot is not None and args.plot.suffix.lower() not in (".png", ".pdf", ".svg"):
         raise InputError(f"--plot must end in .png, .pdf or .svg; got {args.plot}.")
 
@@ -283,20 +298,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                         model, n_bins=args.bins, n_resamples=args.resamples, seed=args.seed
                     )
                 )
+            if args.by is not None:
+                with progress(f"{model.name}: calibration within segments of {args.by!r}"):
+                    values = read_column(Path(model.source), args.by, model.probs.shape[0])
+                    results[-1]["segments"] = compute_segments(model, values, args.by)
             if fit:
                 with progress(f"{model.name}: cross-fitting calibrators on {args.folds} folds"):
                     results[-1]["fit"] = compute_fit(
                         model, n_bins=args.bins, n_folds=args.folds, seed=args.seed
                     )
+        document = report_json(models, results, settings)
+        for entry, result in zip(document["models"], results, strict=True):
+            if "segments" in result:
+                entry["segments"] = _json_safe(result["segments"])
         if args.json == "-":
-            json.dump(report_json(models, results, settings), sys.stdout, indent=2)
+            json.dump(document, sys.stdout, indent=2)
             print()
         else:
             print_report(models, results, settings, sys.stdout)
+            print_segments(models, results, sys.stdout, format_p, _table)
         if args.json not in (None, "-"):
             try:
                 with open(args.json, "w", encoding="utf-8") as f:
-                    json.dump(report_json(models, results, settings), f, indent=2)
+                    json.dump(document, f, indent=2)
             except OSError as err:
                 raise InputError(f"cannot write the JSON report to {args.json}: {err}") from err
         if args.plot is not None:
