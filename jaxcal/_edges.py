@@ -25,6 +25,10 @@ from jaxcal._checks import (
     check_weights,
 )
 
+#: The kernels' quantile edges, compiled once per shape and options: called eagerly, its
+#: ``jnp.searchsorted`` traced a new scan (one compile) on every call.
+_quantile_edges = jax.jit(binned_quantile_edges, static_argnums=(1, 2))
+
 
 def uniform_edges(n_bins: int, dtype: Any = jnp.float32) -> jax.Array:
     """The M + 1 edges k/M of uniform bins, each rounded to ``dtype``.
@@ -89,4 +93,4 @@ def quantile_edges(
         raise ValueError(f"`scores` must be 1-D of shape (N,) with N >= 1; got shape {arr.shape}.")
     check_unit_interval("scores", arr)
     weights = check_weights(weights, arr.shape[0])
-    return binned_quantile_edges(arr, n_bins, closed, weights)
+    return _quantile_edges(arr, n_bins, closed, weights)
