@@ -117,11 +117,19 @@ class HitPlan(NamedTuple):
     hi_a: jax.Array  # (binary: lo is None, a hit is word < hi)
     lo_b: jax.Array | None  # (H,) the same for position 2j + 1
     hi_b: jax.Array
-    onehot: jax.Array  # (H, M) int8: bin of position 2j
+    onehot: jax.Array | None  # (H, M) int8: bin of position 2j (M <= DENSE_MAX_BINS)
+    bounds: jax.Array | None  # (M + 1,) int32: bin m holds pairs [bounds_m, bounds_m+1)
     straddle: jax.Array  # (M - 1,) uint32: the pair across the edge before bin m (if any)
     straddle_lo: jax.Array | None  # (M - 1,) thresholds of its second position
     straddle_hi: jax.Array
-    straddle_move: jax.Array  # (M - 1, M) int32: onehot(m) - onehot(m - 1), 0 if none
+    crossing: jax.Array  # (M - 1,) bool: a pair straddles the edge before bin m
+
+
+#: Up to this many bins the pairs' hits are counted per bin by one int8 matrix product
+#: with the (H, M) one-hot bins (fast for the usual 10-20 bins); beyond, by differences
+#: of their cumulative sum at the bins' bounds, in O(N + M) memory per resample: the
+#: matrix was O(N M) and the straddle moves O(M^2), 40 GB at 1e5 bins (D09).
+DENSE_MAX_BINS = 64
 
 
 def hit_plan(
@@ -162,16 +170,16 @@ def hit_plan(
     # before bin m and its second sample moves from bin m - 1 to bin m; a pair across
     # several edges moves once per edge, which adds up to its own bin.
     end = jnp.cumsum(counts, dtype=jnp.int32)
-    first = 2 * jnp.arange(hi.shape[0] // 2, dtype=jnp.int32)[:, None]
-    onehot = ((first >= (end - counts)[None, :]) & (first < end[None, :])).astype(jnp.int8)
+    if n_bins <= DENSE_MAX_BINS:
+        first = 2 * jnp.arange(hi.shape[0] // 2, dtype=jnp.int32)[:, None]
+        onehot = ((first >= (end - counts)[None, :]) & (first < end[None, :])).astype(jnp.int8)
+        bounds = None
+    else:  # pair j is in the bin of position 2j: bin m holds pairs ceil(start/2)..ceil(end/2)
+        onehot = None
+        bounds = (jnp.concatenate([jnp.zeros(1, jnp.int32), end]) + 1) // 2
     pos = end[:-1]
     crossing = (pos % 2) == 1
     pair = jnp.where(crossing, (pos - 1) // 2, 0)
-    classes = jnp.arange(n_bins, dtype=jnp.int32)
-    move = (classes[1:, None] == classes[None, :]).astype(jnp.int32) - (
-        classes[:-1, None] == classes[None, :]
-    ).astype(jnp.int32)
-    move = jnp.where(crossing[:, None], move, 0)
     second_lo = None if lo is None else lo[1::2][pair]
     return HitPlan(
         None if lo is None else lo[0::2],
@@ -179,10 +187,11 @@ def hit_plan(
         None if lo is None else lo[1::2],
         hi[1::2],
         onehot,
+        bounds,
         pair.astype(jnp.uint32),
         second_lo,
         hi[1::2][pair],
-        move,
+        crossing,
     )
 
 
@@ -201,11 +210,19 @@ def hit_counts(seeds: jax.Array, plan: HitPlan) -> jax.Array:
     pair = _hit(w0, plan.lo_a, plan.hi_a).astype(jnp.int8) + _hit(w1, plan.lo_b, plan.hi_b).astype(
         jnp.int8
     )
-    counts = jnp.dot(pair, plan.onehot, preferred_element_type=jnp.int32)
-    # ... and the second sample of the few pairs across a bin edge is moved to its own bin.
+    if plan.onehot is not None:
+        counts = jnp.dot(pair, plan.onehot, preferred_element_type=jnp.int32)
+    else:
+        cum = jnp.cumsum(pair, axis=1, dtype=jnp.int32)
+        cum = jnp.concatenate([jnp.zeros((cum.shape[0], 1), jnp.int32), cum], axis=1)
+        counts = cum[:, plan.bounds[1:]] - cum[:, plan.bounds[:-1]]
+    # ... and the second sample of the few pairs across a bin edge is moved to its own bin:
+    # + 1 in bin m, - 1 in bin m - 1 for a hit across the edge before bin m.
     _, s1 = blocks(seeds, plan.straddle)
-    moved = _hit(s1, plan.straddle_lo, plan.straddle_hi).astype(jnp.int32)
-    return counts + jnp.dot(moved, plan.straddle_move, preferred_element_type=jnp.int32)
+    moved = jnp.where(plan.crossing, _hit(s1, plan.straddle_lo, plan.straddle_hi), False)
+    moved = moved.astype(jnp.int32)
+    zero = jnp.zeros((moved.shape[0], 1), jnp.int32)
+    return counts + jnp.concatenate([zero, moved], axis=1) - jnp.concatenate([moved, zero], axis=1)
 
 
 class BinnedResampling(NamedTuple):

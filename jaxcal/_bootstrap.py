@@ -59,14 +59,31 @@ AUTO_BATCH_LABELS = 2**20
 # Keys, batches, metrics.
 
 
-def check_key(key: Any) -> jax.Array:
-    """A single typed PRNG key; raw ``uint32`` key data is wrapped (default impl)."""
+def check_key(key: Any, *, seeds: bool = False) -> jax.Array:
+    """A single typed PRNG key; raw ``uint32`` key data is wrapped (default impl).
+
+    The statistical functions take keys only (``seeds=False``): randomness is explicit,
+    and an int there is more likely a mistake (a seed meant for NumPy, a count). The plots
+    (``seeds=True``) also take an int seed in [0, 2**63), their documented default 0
+    giving the same figure on every call; one function checks both, so ``None``, a string
+    or an out-of-range seed get the same message naming ``key`` everywhere (D18).
+    """
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        if not seeds:
+            raise ValueError(
+                f"`key` must be a JAX PRNG key; got the int {key}. Pass "
+                f"jax.random.key({key}) to use it as a seed."
+            )
+        if not 0 <= int(key) < 2**63:
+            raise ValueError(f"`key` as an int seed must lie in [0, 2**63); got {key}.")
+        return jax.random.key(int(key))
+    expected = "a JAX PRNG key (jax.random.key(seed))" + (" or an int seed" if seeds else "")
+    if key is None or isinstance(key, (str, bytes, bool, float)):
+        raise ValueError(f"`key` must be {expected}; got {key!r}.")
     try:
         arr = key if isinstance(key, jax.Array) else jnp.asarray(key)
-    except TypeError as err:
-        raise ValueError(
-            f"`key` must be a JAX PRNG key (jax.random.key(seed)); got {type(key).__name__}."
-        ) from err
+    except (TypeError, ValueError, OverflowError) as err:
+        raise ValueError(f"`key` must be {expected}; got {type(key).__name__}.") from err
     if jnp.issubdtype(arr.dtype, jax.dtypes.prng_key):
         if arr.shape != ():
             raise ValueError(f"`key` must be a single PRNG key; got key array shape {arr.shape}.")
@@ -80,6 +97,21 @@ def check_key(key: Any) -> jax.Array:
         return jax.random.wrap_key_data(arr)
     except (TypeError, ValueError) as err:
         raise ValueError(f"`key` is not valid PRNG key data: shape {arr.shape}.") from err
+
+
+def check_n_resamples(n_resamples: Any) -> int:
+    """``n_resamples``: an int >= 2 (D27).
+
+    One resample gives a p-value of exactly 1 (``(1 + 1) / (1 + 1)`` whatever the data)
+    and an interval of zero width: a procedure that cannot answer, so it is refused.
+    """
+    n_resamples = check_positive_int("n_resamples", n_resamples)
+    if n_resamples < 2:
+        raise ValueError(
+            "`n_resamples` must be at least 2 (one resample gives p = 1 and an interval of "
+            f"zero width whatever the data); got {n_resamples}. Use 1000 or more for real."
+        )
+    return n_resamples
 
 
 def check_batch_size(batch_size: Any) -> int | None:
@@ -363,7 +395,7 @@ def consistency_test(
       calibration tutorial.
     """
     static = check_metric(metric)
-    n_resamples = check_positive_int("n_resamples", n_resamples)
+    n_resamples = check_n_resamples(n_resamples)
     batch_size = check_batch_size(batch_size)
     check_option("resample_predictions", resample_predictions, (False, True))
     probs, labels, weights = check_data(probs, labels, weights)

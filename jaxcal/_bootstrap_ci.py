@@ -24,11 +24,12 @@ from jaxcal._bootstrap import (
     check_data,
     check_key,
     check_metric,
+    check_n_resamples,
     evaluate,
     map_batches,
     tail_p_value,
 )
-from jaxcal._checks import check_option, check_positive_int, check_probs
+from jaxcal._checks import check_option, check_probs
 from jaxcal._numerics import compute_dtype
 from jaxcal._random import indices, resample_seeds
 
@@ -70,7 +71,7 @@ class PairedBootstrapResult(NamedTuple):
 def _check_options(metric, n_resamples, confidence, method, batch_size):
     """The checked options both procedures share: (static metric, R, level, batch)."""
     static = check_metric(metric)
-    n_resamples = check_positive_int("n_resamples", n_resamples)
+    n_resamples = check_n_resamples(n_resamples)
     confidence = check_confidence(confidence)
     check_option("method", method, METHODS)
     return static, n_resamples, confidence, check_batch_size(batch_size)
@@ -179,6 +180,15 @@ def bootstrap_ci(
       delete-one jackknife scipy uses needs N metric calls; for smooth statistics
       they agree to O(1/N), for the mean exactly). It needs a metric that accepts
       ``weights=``; z0 is kept finite (share clipped to [1/2R, 1 - 1/2R]).
+
+    A biased statistic can give an interval that excludes its own estimate: the binned
+    ECE is biased upwards (binning noise adds |gap| > 0 even for a calibrated model),
+    and a resample, holding ties (duplicates), is noisier still, so the percentile
+    interval of ``ece`` sits above θ̂ (estimate 0.1327, interval [0.1342, 0.2677] at
+    N = 30, D28). The interval describes the estimator's sampling spread, not a range
+    for the true calibration error; ``method="bca"`` corrects for the median bias
+    (z0), ``ece(..., norm="l2", debias=True)`` is the debiased estimator, and
+    :func:`consistency_test` answers "is this model calibrated?".
 
     Indices are drawn from the Threefry stream of ``jax.random.split(key,
     n_resamples)[r]`` by Lemire's multiply-shift map (see :mod:`jaxcal._random`), so the

@@ -99,18 +99,96 @@ def _int_range(x: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.min(x), jnp.max(x)
 
 
+def subnormal_mask(x: jax.Array) -> jax.Array:
+    """True where ``x`` (float32 or float64) is a nonzero subnormal, read from its bits.
+
+    XLA:CPU flushes subnormal operands to zero in arithmetic and comparisons, so
+    ``0 < x < tiny`` cannot find them; the bit pattern of ``|x|`` can.
+    """
+    itype = jnp.int32 if x.dtype.itemsize == 4 else jnp.int64
+    bits = jax.lax.bitcast_convert_type(jnp.abs(x), itype)
+    tiny = int(np.asarray(np.finfo(x.dtype).tiny, x.dtype).view(np.dtype(itype)))
+    return (bits > 0) & (bits < tiny)
+
+
+@jax.jit
+def _any_subnormal(x: jax.Array) -> jax.Array:
+    return jnp.any(subnormal_mask(x))
+
+
 def first_index(bad: np.ndarray) -> int | tuple[int, ...]:
     """Index of the first True of a host bool array: an int for 1-D, else a tuple."""
     idx = tuple(int(i) for i in np.argwhere(bad)[0])
     return idx[0] if len(idx) == 1 else idx
 
 
+def host_array(x: Any, name: str) -> np.ndarray | jax.Array:
+    """``x`` as a NumPy array, or a ``ValueError`` naming ``name`` and what to do (D21).
+
+    JAX arrays and tracers pass as they are. Foreign types JAX cannot read get a message
+    with the fix: a torch tensor that requires grad (``.detach()``), a torch bfloat16
+    tensor (``.float()``: NumPy has no bfloat16), a NumPy float128 array (JAX has no
+    float128), a masked array (fill or weight out the masked entries), a ragged or
+    ``None``-holding list. Lists, pandas, NumPy (ml_dtypes bfloat16 included), torch
+    tensors of other dtypes and memmaps convert as before.
+    """
+    if isinstance(x, (jax.Array, jax.core.Tracer)):
+        return x
+    if isinstance(x, np.ma.MaskedArray):
+        raise ValueError(
+            f"`{name}` is a NumPy masked array; fill the masked entries ({name}.filled(...)) "
+            f"and give them weight 0, or drop them."
+        )
+    if type(x).__module__.split(".")[0] == "torch":
+        if getattr(x, "requires_grad", False):
+            raise ValueError(
+                f"`{name}` is a torch tensor that requires grad; pass {name}.detach()."
+            )
+        if str(getattr(x, "dtype", "")) == "torch.bfloat16":
+            raise ValueError(
+                f"`{name}` is a torch bfloat16 tensor, which NumPy cannot read; pass "
+                f"{name}.float() (or jax.dlpack.from_dlpack({name}))."
+            )
+    try:
+        host = np.asarray(x)
+    except ValueError as err:  # NumPy's "inhomogeneous shape"
+        raise ValueError(
+            f"`{name}` must be a rectangular array; got a ragged {type(x).__name__} "
+            f"(rows of different lengths)."
+        ) from err
+    except Exception as err:  # a foreign library's own error
+        raise ValueError(f"`{name}` must be an array of numbers; got {type(x).__name__}.") from err
+    if host.dtype.kind == "f" and host.dtype.itemsize > 8:
+        raise ValueError(
+            f"`{name}` has dtype {host.dtype}, which JAX does not support; convert it to "
+            f"float64 or float32 first ({name}.astype(numpy.float64))."
+        )
+    if host.dtype == object and host.size:  # Python objects: numbers, None, strings ...
+        if any(v is None for v in host.flat):
+            raise ValueError(f"`{name}` must hold numbers only; got None entries.")
+        host = np.array(host.tolist())
+        if host.dtype == object:
+            kind = type(host.flat[0]).__name__
+            raise ValueError(f"`{name}` must hold numbers only; got values of type {kind}.")
+    if host.dtype.kind in "US":
+        raise ValueError(f"`{name}` must hold real numbers; got dtype {host.dtype}.")
+    return host
+
+
+def to_array(x: Any, name: str) -> jax.Array:
+    """``x`` as a JAX array (:func:`host_array` first for anything else than JAX's own)."""
+    host = host_array(x, name)
+    if not isinstance(host, np.ndarray):
+        return host
+    try:
+        return jnp.asarray(host)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"`{name}` must hold numbers only; got dtype {host.dtype}.") from err
+
+
 def as_float(x: Any, name: str) -> jax.Array:
     """``x`` as a JAX float array; ints and bools become the default float dtype."""
-    try:
-        arr = jnp.asarray(x)
-    except TypeError as err:
-        raise ValueError(f"`{name}` must be an array of numbers; got {type(x).__name__}.") from err
+    arr = to_array(x, name)
     if not (
         jnp.issubdtype(arr.dtype, jnp.floating)
         or jnp.issubdtype(arr.dtype, jnp.integer)
@@ -175,10 +253,7 @@ def _host_labels(labels: Any, name: str) -> np.ndarray | None:
     """The labels as a NumPy array when they are host data (NumPy, lists), else None."""
     if isinstance(labels, (jax.Array, jax.core.Tracer)):
         return None
-    try:
-        return np.asarray(labels)
-    except Exception:  # e.g. a torch tensor that requires grad: let jnp.asarray decide
-        return None
+    return host_array(labels, name)  # foreign types: an error naming `name`
 
 
 def _check_int32_range(values: np.ndarray, name: str, num_classes: int | None) -> None:
@@ -204,12 +279,7 @@ def check_labels(
     range check to a kernel's summary (:mod:`jaxcal._validity`). Returns an int32 array.
     """
     host = _host_labels(labels, name)
-    try:
-        arr = jnp.asarray(labels) if host is None else host
-    except TypeError as err:
-        raise ValueError(
-            f"`{name}` must be an array of integers; got {type(labels).__name__}."
-        ) from err
+    arr = to_array(labels, name) if host is None else host
     if arr.ndim != 1:
         raise ValueError(f"`{name}` must be 1-D of shape ({n},); got shape {arr.shape}.")
     if arr.shape[0] != n:
@@ -247,7 +317,10 @@ def check_weights(
     """Validate optional non-negative, finite sample weights of shape ``(n,)``.
 
     A total weight of zero is valid (every metric then returns its documented value for
-    empty input, 0 for the calibration errors).
+    empty input, 0 for the calibration errors). The scale of the weights does not matter
+    (the kernels rescale them, :func:`jaxcal._numerics.normalize_weights`), but subnormal
+    weights (below 1.2e-38 in float32, 2.2e-308 in float64) are rejected: XLA:CPU reads
+    them as 0 in every operation, so they would silently count as zero.
     """
     if weights is None:
         return None
@@ -261,6 +334,14 @@ def check_weights(
         check_finite(name, arr, summary)
         if summary[1] < 0:
             raise ValueError(f"`{name}` must be non-negative; got {summary[1]}.")
+        if arr.dtype.itemsize >= 4 and bool(_any_subnormal(arr)):
+            bad = np.asarray(arr)
+            idx = first_index((bad != 0) & (np.abs(bad) < np.finfo(bad.dtype).tiny))
+            raise ValueError(
+                f"`{name}` must be 0 or at least {np.finfo(bad.dtype).tiny:.3g} (the smallest "
+                f"normal {bad.dtype}; XLA reads smaller values as 0); got {bad[idx]:.3g} at "
+                f"index {idx}. Rescale the weights: only their ratios matter."
+            )
     return arr
 
 
@@ -284,17 +365,46 @@ def check_simplex_rows(name: str, arr: jax.Array, row_dev: float) -> None:
         if abs(sums[worst] - 1) > tol:
             raise ValueError(
                 f"`{name}` rows must sum to 1 (within {tol:.3g}); row {worst} sums to "
-                f"{sums[worst]:.6g}. Pass probabilities, not logits (see jax.nn.softmax)."
+                f"{sums[worst]:.6g}. For rounded probabilities (e.g. exported with 3 "
+                f"decimals) pass renormalize=True to divide each row by its sum; for "
+                f"logits apply jax.nn.softmax first."
             )
 
 
-def check_probs(probs: Any, name: str = "probs", *, values: bool = True) -> jax.Array:
+def renormalize_rows(arr: jax.Array, name: str = "probs") -> jax.Array:
+    """``(N, K)`` rows divided by their sums (in the compute dtype, back to the input's).
+
+    A concrete row that sums to 0 or less is an error naming the row (a division would
+    make it NaN and the message would blame NaN input); ``(N,)`` input is returned as is.
+    """
+    if arr.ndim != 2:
+        return arr
+    work = arr.astype(compute_dtype(arr.dtype))
+    sums = jnp.sum(work, axis=1, keepdims=True)
+    if values_checkable(arr):
+        host = np.asarray(jax.device_get(sums))[:, 0]
+        bad = ~(host > 0) & ~np.isnan(host)  # NaN rows: the finiteness check names them
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise ValueError(
+                f"`{name}` rows must have a positive sum to be renormalized "
+                f"(renormalize=True); row {row} sums to {host[row]:.6g}."
+            )
+    return (work / sums).astype(arr.dtype)
+
+
+def check_probs(
+    probs: Any, name: str = "probs", *, values: bool = True, renormalize: bool = False
+) -> jax.Array:
     """Validate ``(N,)`` probabilities of the positive class or ``(N, K)`` rows on the simplex.
 
     Rows must sum to 1 within :func:`simplex_tolerance`. bf16/f16 inputs are kept in their
     dtype (the kernels upcast), so that bin edges are compared in the input's own
     precision. ``values=False``: shapes and dtypes only (a kernel's summary checks values).
+    ``renormalize=True``: rows are divided by their sums first (:func:`renormalize_rows`);
+    the checks then see the renormalized rows, which the caller gets back.
     """
+    check_option("renormalize", renormalize, (False, True))
     arr = as_float(probs, name)
     if arr.ndim not in (1, 2):
         raise ValueError(
@@ -304,6 +414,8 @@ def check_probs(probs: Any, name: str = "probs", *, values: bool = True) -> jax.
         raise ValueError(f"`{name}` must not be empty; got shape {arr.shape}.")
     if arr.ndim == 2 and arr.shape[1] < 1:
         raise ValueError(f"`{name}` must have at least one class column; got shape {arr.shape}.")
+    if renormalize:
+        arr = renormalize_rows(arr, name)
     if not values or not values_checkable(arr):
         return arr
     summary = _host_summary(arr)
@@ -321,6 +433,7 @@ def check_probs_labels(
     binary_only: bool = False,
     probs_name: str = "probs",
     values: bool = True,
+    renormalize: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
     """Validate the ``(probs, labels, weights)`` triple every metric takes.
 
@@ -328,9 +441,10 @@ def check_probs_labels(
     ``[0, K)``. With ``binary_only`` a 2-D ``probs`` is rejected. ``values=False`` runs the
     static checks and conversions only; the caller's kernel then returns a validity
     summary (:func:`jaxcal._validity.summarize`) that :func:`jaxcal._validity.raise_if_invalid`
-    turns into the same errors.
+    turns into the same errors. ``renormalize``: see :func:`check_probs`; the returned
+    ``probs`` are the renormalized ones.
     """
-    probs = check_probs(probs, probs_name, values=values)
+    probs = check_probs(probs, probs_name, values=values, renormalize=renormalize)
     if binary_only and probs.ndim != 1:
         raise ValueError(
             f"`{probs_name}` must be 1-D (N,) scores of the positive class; got shape {probs.shape}."

@@ -38,7 +38,7 @@ from jaxcal._isotonic import (
     pooled_pava,
     tie_starts,
 )
-from jaxcal._numerics import compute_dtype, int_dtype_of, safe_divide
+from jaxcal._numerics import compute_dtype, int_dtype_of, normalize_weights, safe_divide
 from jaxcal._sort import sort
 
 #: How a multiclass problem becomes binary ones (1-D probs are always the binary view).
@@ -214,9 +214,14 @@ def _curve_kernel(probs, labels, weights, reduction):
     scores, targets = binary_problems(probs, labels, reduction)
     dtype = compute_dtype(scores.dtype)
     scores = scores.astype(dtype)
+    scale = 0
+    if weights is not None:  # fit on scaled weights; report them in the caller's scale
+        weights, scale = normalize_weights(weights.astype(dtype))
     if scores.shape[0] == 1:
-        return curve_of(scores[0], targets[0], weights)
-    return jax.vmap(curve_of, in_axes=(0, 0, None))(scores, targets, weights)
+        curve = curve_of(scores[0], targets[0], weights)
+    else:
+        curve = jax.vmap(curve_of, in_axes=(0, 0, None))(scores, targets, weights)
+    return curve._replace(weight=jnp.ldexp(curve.weight, scale))
 
 
 def corp_curve(

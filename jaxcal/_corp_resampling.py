@@ -25,9 +25,10 @@ from jaxcal._bootstrap import (
     check_confidence,
     check_data,
     check_key,
+    check_n_resamples,
     map_batches,
 )
-from jaxcal._checks import check_option, check_positive_int
+from jaxcal._checks import check_option
 from jaxcal._corp import (
     REDUCTIONS,
     binary_problems,
@@ -48,7 +49,7 @@ from jaxcal._decomposition import (
     group_terms,
     score_per_sample,
 )
-from jaxcal._numerics import compute_dtype, weighted_mean
+from jaxcal._numerics import compute_dtype, scale_free, weighted_mean
 from jaxcal._random import indices, label_plan, resample_seeds, resampled_labels
 
 BAND_KINDS = ("consistency", "confidence")
@@ -76,7 +77,7 @@ def _levels(confidence: float) -> tuple[float, float]:
 
 def _checked(probs, labels, weights, key, n_resamples, confidence, batch_size):
     """The validated data, key and resampling options, with the batch plan."""
-    n_resamples = check_positive_int("n_resamples", n_resamples)
+    n_resamples = check_n_resamples(n_resamples)
     confidence = check_confidence(confidence)
     batch_size = check_batch_size(batch_size)
     probs, labels, weights = check_data(probs, labels, weights)
@@ -109,6 +110,7 @@ class CorpBands(NamedTuple):
 def bands_of(scores, targets, weights, seeds, kind, n_batches, batch, confidence):
     """Bands of one binary problem (scores in the compute dtype)."""
     n = scores.shape[0]
+    weights = None if weights is None else scale_free(weights.astype(scores.dtype))
     knots = knots_of(scores, weights)
     observed = calibrate(knot_sums(knots, targets, weights))
     x = key_values(knots.keys, scores.dtype)

@@ -47,7 +47,7 @@ from jaxcal._corp import (
     packed_knots,
 )
 from jaxcal._ece import binned_stats
-from jaxcal._numerics import compute_dtype, safe_divide, safe_log, weighted_mean
+from jaxcal._numerics import compute_dtype, safe_divide, safe_log, scale_free, weighted_mean
 from jaxcal._validity import mask_padding
 
 SCORES = ("brier", "log")
@@ -137,6 +137,7 @@ def decompose(score, method, probs, labels, weights, n_bins, binning, closed, re
     """The decomposition of the view's binary problems, summed over them (traceable)."""
     scores, targets = binary_problems(probs, labels, reduction)
     scores = scores.astype(compute_dtype(scores.dtype))
+    weights = None if weights is None else scale_free(weights.astype(scores.dtype))
     per_sample = jax.vmap(partial(score_per_sample, score))(scores, targets)
     s_value = jnp.sum(jax.vmap(lambda v: weighted_mean(v, weights))(per_sample))
     if method == "binned":

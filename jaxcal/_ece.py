@@ -26,7 +26,14 @@ from jaxcal._binning import (
 )
 from jaxcal._checks import check_option, check_probs_labels
 from jaxcal._confidence import scores_and_targets
-from jaxcal._numerics import BLOCK, safe_divide, safe_sqrt
+from jaxcal._numerics import (
+    BLOCK,
+    compute_dtype,
+    normalize_weights,
+    safe_divide,
+    safe_sqrt,
+    scale_free,
+)
 from jaxcal._validity import kernel_inputs, run_validated
 
 NORMS = ("l1", "l2", "max")
@@ -91,7 +98,9 @@ def binned_stats(
 
     ``groups`` ``(N,)`` or ``(N, K)`` (int32 in ``[0, n_groups)``) split each bin by group
     (the predicted class of the top-label ECE, the column of the classwise views).
-    Quantile edges are those of all ``scores`` together.
+    Quantile edges are those of all ``scores`` together. The metric kernels pass weights
+    scaled by :func:`jaxcal._numerics.scale_free`; the streaming state passes its
+    batches' weights as they are (its sums add up across batches).
     """
     edges, bins = bin_edges_and_index(scores, n_bins, binning, closed, weights)
     segments = bins if groups is None else groups * n_bins + bins
@@ -123,6 +132,7 @@ def classwise_stats(probs, labels, weights, n_bins, binning, closed, moments=Fal
 @partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias"))
 def _ece_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
     probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
+    weights = scale_free(weights)  # any scale of the weights, one answer
     scores, targets, _ = scores_and_targets(probs, labels, rows=rows)
     _, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
     value = gap_norm(stats, jnp.ones(1, stats.weight.dtype), norm, debias)
@@ -139,6 +149,7 @@ def ece(
     closed: str = "right",
     debias: bool = False,
     weights: Any = None,
+    renormalize: bool = False,
 ) -> jax.Array:
     """Expected calibration error, binary (1-D ``probs``) or confidence (2-D ``probs``).
 
@@ -168,6 +179,9 @@ def ece(
       debias: with ``norm="l2"``, the debiased estimator of Kumar, Liang & Ma (2019) (see
         :func:`gap_norm`), returned as sqrt(max(estimate, 0)).
       weights: optional ``(N,)`` non-negative sample weights; 0 masks padding.
+      renormalize: divide each row of ``(N, K)`` probabilities by its sum first, for
+        probabilities rounded on export (keyword-only; default False: rows must sum to
+        1 within the simplex tolerance). No effect on ``(N,)`` probabilities.
 
     Returns:
       0-d array. Zero total weight gives 0.
@@ -189,7 +203,9 @@ def ece(
     """
     n_bins = check_binning(n_bins, binning, closed)
     check_norm(norm, debias)
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    probs, labels, weights = check_probs_labels(
+        probs, labels, weights, values=False, renormalize=renormalize
+    )
     return run_validated(_ece_kernel, probs, labels, weights, n_bins, binning, norm, closed, debias)
 
 
@@ -201,6 +217,7 @@ def mce(
     binning: str = "uniform",
     closed: str = "right",
     weights: Any = None,
+    renormalize: bool = False,
     **unexpected: Any,
 ) -> jax.Array:
     """Maximum calibration error: ``ece(probs, labels, norm="max", ...)``.
@@ -230,10 +247,18 @@ def mce(
         if name == "norm":
             raise ValueError("`norm` cannot be passed to mce: it is always 'max'.")
         raise ValueError(
-            f"`{name}` is not an option of mce; it takes n_bins, binning, closed, weights."
+            f"`{name}` is not an option of mce; it takes n_bins, binning, closed, weights, "
+            f"renormalize."
         )
     return ece(
-        probs, labels, n_bins=n_bins, binning=binning, norm="max", closed=closed, weights=weights
+        probs,
+        labels,
+        n_bins=n_bins,
+        binning=binning,
+        norm="max",
+        closed=closed,
+        weights=weights,
+        renormalize=renormalize,
     )
 
 
@@ -247,6 +272,7 @@ mce.binned_form = {"norm": "max"}
 def _classwise_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
     k = probs.shape[1]
     probs, labels, _, summary = kernel_inputs(probs, labels, weights, rows=False)
+    weights = scale_free(weights)  # any scale of the weights, one answer
     stats = classwise_stats(probs, labels, weights, n_bins, binning, closed)
     value = gap_norm(stats, jnp.full(k, 1 / k, stats.weight.dtype), norm, debias)
     return value, summary
@@ -262,6 +288,7 @@ def classwise_ece(
     closed: str = "right",
     debias: bool = False,
     weights: Any = None,
+    renormalize: bool = False,
 ) -> jax.Array:
     """Classwise ECE: the binary ECE of each column ``p_k`` against ``labels == k``, averaged.
 
@@ -273,6 +300,9 @@ def classwise_ece(
     all classes and bins (the tutorial's classwise-MCE). All K classes count, present or
     not. With ``binning="quantile"`` each class is binned by the quantiles of its column.
     Options as in :func:`ece`; 1-D ``probs`` are treated as two columns ``(1 - p, p)``.
+
+    ``renormalize=True`` divides each row of ``(N, K)`` probabilities by its sum
+    first, for probabilities rounded on export (default False).
 
     Example:
       >>> import jax.numpy as jnp
@@ -286,7 +316,9 @@ def classwise_ece(
     """
     n_bins = check_binning(n_bins, binning, closed)
     check_norm(norm, debias)
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    probs, labels, weights = check_probs_labels(
+        probs, labels, weights, values=False, renormalize=renormalize
+    )
     columns = jnp.stack([1 - probs, probs], axis=1) if probs.ndim == 1 else probs
     static = (n_bins, binning, norm, closed, debias)
     return run_validated(_classwise_kernel, columns, labels, weights, *static, diagnose=probs)
@@ -296,6 +328,7 @@ def classwise_ece(
 def _top_label_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias, average):
     k = probs.shape[1]
     probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
+    weights = scale_free(weights)  # any scale of the weights, one answer
     conf, correct, pred = scores_and_targets(probs, labels, "confidence", rows)
     if binning == "uniform":
         _, stats = binned_stats(conf, correct, weights, n_bins, binning, closed, pred, k)
@@ -336,6 +369,7 @@ def top_label_ece(
     debias: bool = False,
     average: str = "label",
     weights: Any = None,
+    renormalize: bool = False,
 ) -> jax.Array:
     """Top-label ECE: the confidence ECE computed separately within each predicted class.
 
@@ -352,6 +386,9 @@ def top_label_ece(
     Returns:
       0-d array.
 
+    ``renormalize=True`` divides each row of ``(N, K)`` probabilities by its sum
+    first, for probabilities rounded on export (default False).
+
     Example:
       >>> import jax.numpy as jnp
       >>> p = jnp.array([[0.9, 0.1], [0.3, 0.7], [0.6, 0.4], [0.2, 0.8]])
@@ -366,7 +403,9 @@ def top_label_ece(
     n_bins = check_binning(n_bins, binning, closed)
     check_norm(norm, debias)
     check_option("average", average, AVERAGES)
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    probs, labels, weights = check_probs_labels(
+        probs, labels, weights, values=False, renormalize=renormalize
+    )
     columns = jnp.stack([1 - probs, probs], axis=1) if probs.ndim == 1 else probs
     static = (n_bins, binning, norm, closed, debias, average)
     return run_validated(_top_label_kernel, columns, labels, weights, *static, diagnose=probs)
@@ -395,12 +434,16 @@ class ReliabilityCurve:
 def _reliability_kernel(probs, labels, weights, n_bins, binning, closed):
     probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
     scores, targets, _ = scores_and_targets(probs, labels, rows=rows)
-    edges, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
+    scaled, scale = weights, 0
+    if weights is not None:  # sum scaled weights; report them in the caller's scale
+        scaled, scale = normalize_weights(weights.astype(compute_dtype(weights.dtype)))
+    edges, stats = binned_stats(scores, targets, scaled, n_bins, binning, closed)
     stats = BinStats(*(f[0] for f in stats))
+    weight = jnp.ldexp(stats.weight, scale)
     curve = ReliabilityCurve(
         edges=edges,
         counts=stats.count,
-        weights=stats.weight,
+        weights=weight,
         mean_confidence=safe_divide(stats.sum_score, stats.weight),
         mean_accuracy=safe_divide(stats.sum_target, stats.weight),
     )
@@ -415,12 +458,16 @@ def reliability_curve(
     binning: str = "uniform",
     closed: str = "right",
     weights: Any = None,
+    renormalize: bool = False,
 ) -> ReliabilityCurve:
     """The reliability diagram's data: per-bin counts, mean confidence and accuracy.
 
     Binary (1-D ``probs``: positive-class probability vs. positive rate) or confidence
     (2-D: top-label confidence vs. accuracy), binned exactly as :func:`ece` bins, so
     ``sum(counts / N * |mean_accuracy - mean_confidence|) == ece(...)``.
+
+    ``renormalize=True`` divides each row of ``(N, K)`` probabilities by its sum
+    first, for probabilities rounded on export (default False).
 
     Example:
       >>> import jax.numpy as jnp
@@ -433,5 +480,7 @@ def reliability_curve(
       ``calibration_curve`` (which drops empty bins and uses ``closed="left"``).
     """
     n_bins = check_binning(n_bins, binning, closed)
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    probs, labels, weights = check_probs_labels(
+        probs, labels, weights, values=False, renormalize=renormalize
+    )
     return run_validated(_reliability_kernel, probs, labels, weights, n_bins, binning, closed)

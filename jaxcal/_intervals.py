@@ -24,10 +24,16 @@ import numpy as np
 
 from jaxcal._binned_null import AUTO_BATCH_LABELS_FAST, binned_resampling, hit_counts
 from jaxcal._binning import check_binning
-from jaxcal._bootstrap import batch_plan, check_batch_size, check_confidence, check_key, map_batches
+from jaxcal._bootstrap import (
+    batch_plan,
+    check_batch_size,
+    check_confidence,
+    check_key,
+    check_n_resamples,
+    map_batches,
+)
 from jaxcal._checks import (
     check_option,
-    check_positive_int,
     check_probs,
     check_probs_labels,
     values_checkable,
@@ -383,7 +389,7 @@ def consistency_bands(
       Bröcker & Smith (2007), "Increasing the reliability of reliability diagrams",
       Weather and Forecasting 22; Vaicenavicius et al. (2019).
     """
-    n_resamples = check_positive_int("n_resamples", n_resamples)
+    n_resamples = check_n_resamples(n_resamples)
     confidence = check_confidence(confidence)
     n_bins = check_binning(n_bins, binning, closed)
     batch_size = check_batch_size(batch_size)

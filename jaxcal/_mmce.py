@@ -91,6 +91,7 @@ def mmce(
     bandwidth: Any = 0.4,
     variant: str = "unweighted",
     weights: Any = None,
+    renormalize: bool = False,
 ) -> jax.Array:
     """Maximum mean calibration error (MMCE), a kernel calibration error.
 
@@ -124,6 +125,9 @@ def mmce(
       bandwidth: the kernel width h >= 1e-3 (number or 0-d array; traced, not static).
       variant: ``"unweighted"`` (MMCE) or ``"weighted"`` (MMCE_w).
       weights: optional ``(N,)`` non-negative sample weights; 0 masks padding.
+      renormalize: divide each row of ``(N, K)`` probabilities by its sum first, for
+        probabilities rounded on export (keyword-only; default False: rows must sum to
+        1 within the simplex tolerance). No effect on ``(N,)`` probabilities.
 
     Returns:
       0-d array. Zero total weight gives 0.
@@ -143,5 +147,7 @@ def mmce(
     """
     check_option("variant", variant, MMCE_VARIANTS)
     bandwidth = check_hyperparameter("bandwidth", bandwidth, minimum=MMCE_MIN_BANDWIDTH)
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    probs, labels, weights = check_probs_labels(
+        probs, labels, weights, values=False, renormalize=renormalize
+    )
     return run_validated(_mmce_kernel, probs, labels, weights, bandwidth, variant)

@@ -34,7 +34,7 @@ from jaxcal._checks import (
     is_concrete,
 )
 from jaxcal._corp import REDUCTIONS, binary_problems
-from jaxcal._numerics import compute_dtype, safe_divide
+from jaxcal._numerics import compute_dtype, safe_divide, scale_free
 from jaxcal._validity import mask_padding
 
 
@@ -59,7 +59,7 @@ def elementary_scores(scores, targets, weights, thresholds):
     t = thresholds.shape[0]
     dtype = thresholds.dtype
     n = scores.shape[-1]
-    w = jnp.ones((n,), dtype) if weights is None else weights.astype(dtype)
+    w = jnp.ones((n,), dtype) if weights is None else scale_free(weights.astype(dtype))
     first = jnp.searchsorted(thresholds, scores.astype(dtype), side="left").reshape(-1)
     ww = jnp.broadcast_to(w, scores.shape).reshape(-1)
     pos = targets.reshape(-1)

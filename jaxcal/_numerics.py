@@ -99,12 +99,57 @@ def safe_log(x: jax.Array) -> jax.Array:
 def weighted_mean(x: jax.Array, weights: jax.Array | None) -> jax.Array:
     """Mean of ``x`` over axis 0 (weighted by ``weights`` ``(N,)``); 0 for zero total weight.
 
-    XLA's tree-shaped reductions keep float32 means accurate for any N (module notes).
+    XLA's tree-shaped reductions keep float32 means accurate for any N (module notes);
+    the weights are scaled first (:func:`normalize_weights`), so their scale cannot
+    overflow or underflow the sums.
     """
     if weights is None:
         return jnp.mean(x, axis=0)
-    w = weights.astype(x.dtype).reshape((-1,) + (1,) * (x.ndim - 1))
-    return safe_divide(jnp.sum(w * x, axis=0), jnp.sum(weights.astype(x.dtype)))
+    w, _ = normalize_weights(weights.astype(x.dtype))
+    return safe_divide(jnp.sum(w.reshape((-1,) + (1,) * (x.ndim - 1)) * x, axis=0), jnp.sum(w))
+
+
+def pow2(k: jax.Array, dtype: Any) -> jax.Array:
+    """``2.0 ** k`` exactly in ``dtype``, for integer ``k`` in the normal exponent range.
+
+    Built from the bit pattern (biased exponent, zero mantissa): XLA's ``exp2`` and
+    ``ldexp`` are not exact for every integer, and a ``pow`` by a float is slow.
+    """
+    info = jnp.finfo(dtype)
+    itype = int_dtype_of(dtype)
+    bias = -int(info.minexp) + 1  # 127 for float32, 1023 for float64
+    bits = (k.astype(itype) + bias) << int(info.nmant)
+    return jax.lax.bitcast_convert_type(bits, jnp.dtype(dtype))
+
+
+def normalize_weights(weights: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Weights divided by a power of two near their largest: ``(w', e)``, ``w = w' * 2**e``.
+
+    Every weighted kernel scales its weights this way before squaring or summing them, so
+    a positive rescaling of the weights gives the same answer to round-off (exactly, for
+    a power of two): all weights 1e36 would overflow ``sum w`` in float32, 1e-20 underflow
+    ``sum w**2`` (D14). ``w' = w * 2**-e``, with ``e`` the binary exponent of ``max w``
+    (:func:`jax.numpy.frexp`), lies in [0, 1) with its largest value in [1/2, 1); the
+    scaling is two exact multiplications by powers of two (one would overflow for
+    ``e < -126``). All-zero weights stay zero (``e = 0``). Subnormal weights (below
+    1.2e-38 in float32) cannot be rescaled: XLA:CPU flushes them to zero in every
+    arithmetic operation, so the value checks reject them (:func:`jaxcal._checks.check_weights`).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> w, e = normalize_weights(jnp.array([3e-30, 1e-30, 0.0]))
+      >>> [round(v, 6) for v in w.tolist()], int(e)
+      ([0.950738, 0.316913, 0.0], -98)
+    """
+    _, e = jnp.frexp(jnp.max(jax.lax.stop_gradient(weights)))
+    half = (-e) // 2
+    scaled = weights * pow2(half, weights.dtype) * pow2(-e - half, weights.dtype)
+    return scaled, e
+
+
+def scale_free(weights: jax.Array | None) -> jax.Array | None:
+    """``weights`` scaled by :func:`normalize_weights` (None stays None)."""
+    return None if weights is None else normalize_weights(weights)[0]
 
 
 def mask_unweighted(

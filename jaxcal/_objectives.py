@@ -25,7 +25,7 @@ import numpy as np
 
 from jaxcal._checks import values_checkable
 from jaxcal._confidence import RowStats, scores_and_targets
-from jaxcal._numerics import upcast
+from jaxcal._numerics import scale_free, upcast
 
 
 def check_hyperparameter(name: str, value: Any, minimum: float = 0.0) -> Any:
@@ -76,5 +76,6 @@ def float_scores_targets(
 
 
 def sample_weights(weights: jax.Array | None, like: jax.Array) -> jax.Array:
-    """``weights`` in the dtype of ``like``, or ones where they are None."""
-    return jnp.ones_like(like) if weights is None else weights.astype(like.dtype)
+    """``weights`` in the dtype of ``like`` scaled by :func:`jaxcal._numerics.scale_free`
+    (so that their scale cannot overflow a sum), or ones where they are None."""
+    return jnp.ones_like(like) if weights is None else scale_free(weights.astype(like.dtype))

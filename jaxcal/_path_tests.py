@@ -16,7 +16,7 @@ from jax.scipy.special import ndtr
 
 from jaxcal._brownian import max_sf, range_sf
 from jaxcal._confidence import scores_and_targets
-from jaxcal._numerics import compute_dtype
+from jaxcal._numerics import compute_dtype, scale_free
 from jaxcal._validity import kernel_inputs
 
 ALTERNATIVES = ("two-sided", "greater", "less")
@@ -63,7 +63,8 @@ def scores_targets(scores: jax.Array, labels: jax.Array, weights: jax.Array | No
     # -0.0 (sign bit set) would sort after every positive score.
     s = jnp.clip(s, 0, 1)
     s = jnp.where(s > 0, s, jnp.zeros_like(s))
-    w = None if weights is None else weights.astype(dtype)
+    # Scaled weights: sum w**2 of sigma neither overflows (1e20) nor underflows (1e-20).
+    w = None if weights is None else scale_free(weights.astype(dtype))
     return (s, y.astype(dtype), w), summary
 
 

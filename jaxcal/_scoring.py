@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from jaxcal._binning import BinMoments, BinStats, check_binning
 from jaxcal._checks import check_probs_labels
 from jaxcal._ece import binned_stats, classwise_stats
-from jaxcal._numerics import safe_divide, upcast, weighted_mean
+from jaxcal._numerics import safe_divide, scale_free, upcast, weighted_mean
 from jaxcal._validity import kernel_inputs, run_validated
 
 
@@ -51,7 +51,9 @@ def _brier_kernel(probs, labels, weights):
     return weighted_mean(brier_per_sample(probs, labels), weights), summary
 
 
-def brier_score(probs: Any, labels: Any, *, weights: Any = None) -> jax.Array:
+def brier_score(
+    probs: Any, labels: Any, *, weights: Any = None, renormalize: bool = False
+) -> jax.Array:
     """Brier score: mean squared distance between predictions and one-hot outcomes.
 
     Binary ``(N,)``: ``mean((p - y)^2)`` (scikit-learn's ``brier_score_loss``), in [0, 1].
@@ -62,6 +64,9 @@ def brier_score(probs: Any, labels: Any, *, weights: Any = None) -> jax.Array:
       probs: ``(N,)`` or ``(N, K)``.
       labels: ``(N,)`` ints.
       weights: optional ``(N,)`` sample weights (weighted mean; 0 total weight gives 0).
+      renormalize: divide each row of ``(N, K)`` probabilities by its sum first, for
+        probabilities rounded on export (keyword-only; default False: rows must sum to
+        1 within the simplex tolerance). No effect on ``(N,)`` probabilities.
 
     Returns:
       0-d array.
@@ -74,7 +79,9 @@ def brier_score(probs: Any, labels: Any, *, weights: Any = None) -> jax.Array:
     References:
       Brier (1950), "Verification of forecasts expressed in terms of probability".
     """
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    probs, labels, weights = check_probs_labels(
+        probs, labels, weights, values=False, renormalize=renormalize
+    )
     return run_validated(_brier_kernel, probs, labels, weights)
 
 
@@ -84,7 +91,9 @@ def _log_loss_kernel(probs, labels, weights):
     return weighted_mean(log_loss_per_sample(probs, labels), weights), summary
 
 
-def log_loss(probs: Any, labels: Any, *, weights: Any = None) -> jax.Array:
+def log_loss(
+    probs: Any, labels: Any, *, weights: Any = None, renormalize: bool = False
+) -> jax.Array:
     """Log loss (cross-entropy, negative log-likelihood) of the true class, in nats.
 
     ``-mean(log p_{y})``; binary ``(N,)`` uses ``p`` for y = 1 and ``1 - p`` for y = 0.
@@ -92,6 +101,9 @@ def log_loss(probs: Any, labels: Any, *, weights: Any = None) -> jax.Array:
     machine epsilon of the compute dtype (scikit-learn's ``eps="auto"``), so a sample
     whose true class has probability 0 costs ``-log(eps)`` = 15.94 in float32 (36.04 in
     float64) instead of inf. Multiclass rows are not renormalised after clipping.
+
+    ``renormalize=True`` divides each row of ``(N, K)`` probabilities by its sum
+    first, for probabilities rounded on export (default False).
 
     Example:
       >>> import jax.numpy as jnp
@@ -101,7 +113,9 @@ def log_loss(probs: Any, labels: Any, *, weights: Any = None) -> jax.Array:
     References:
       Good (1952), "Rational decisions"; scikit-learn's ``log_loss``.
     """
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    probs, labels, weights = check_probs_labels(
+        probs, labels, weights, values=False, renormalize=renormalize
+    )
     return run_validated(_log_loss_kernel, probs, labels, weights)
 
 
@@ -169,6 +183,7 @@ def decomposition_terms(
 @partial(jax.jit, static_argnames=("n_bins", "binning", "closed"))
 def _decomposition_kernel(probs, labels, weights, n_bins, binning, closed):
     probs, labels, _, summary = kernel_inputs(probs, labels, weights, rows=False)
+    weights = scale_free(weights)  # any scale of the weights, one answer
     brier = weighted_mean(brier_per_sample(probs, labels), weights)
     if probs.ndim == 1:  # the positive class only
         _, (stats, moments) = binned_stats(
@@ -189,6 +204,7 @@ def brier_decomposition(
     binning: str = "uniform",
     closed: str = "right",
     weights: Any = None,
+    renormalize: bool = False,
 ) -> BrierDecomposition:
     """Murphy's (1973) decomposition of the Brier score, made exact by Stephenson's terms.
 
@@ -204,6 +220,9 @@ def brier_decomposition(
     is summed over the K one-vs-rest problems (column k against ``labels == k``), matching
     :func:`brier_score`'s sum over classes. Weighted means with ``weights``.
 
+    ``renormalize=True`` divides each row of ``(N, K)`` probabilities by its sum
+    first, for probabilities rounded on export (default False).
+
     Example:
       >>> import jax.numpy as jnp
       >>> d = brier_decomposition(jnp.array([0.1, 0.4, 0.8, 0.9]), jnp.array([0, 1, 1, 1]), n_bins=2)
@@ -216,5 +235,7 @@ def brier_decomposition(
       & Jolliffe (2008), "Two extra components in the Brier score decomposition".
     """
     n_bins = check_binning(n_bins, binning, closed)
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    probs, labels, weights = check_probs_labels(
+        probs, labels, weights, values=False, renormalize=renormalize
+    )
     return run_validated(_decomposition_kernel, probs, labels, weights, n_bins, binning, closed)

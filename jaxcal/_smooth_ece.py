@@ -115,6 +115,7 @@ def smooth_ece(
     *,
     bandwidth: Any = None,
     weights: Any = None,
+    renormalize: bool = False,
 ) -> jax.Array:
     """Smooth ECE (smECE): the calibration error of a kernel-smoothed reliability diagram.
 
@@ -149,6 +150,9 @@ def smooth_ece(
       bandwidth: ``None`` (the fixed point) or sigma >= 1e-3 (number or 0-d array; traced,
         not static).
       weights: optional ``(N,)`` non-negative sample weights; 0 masks padding.
+      renormalize: divide each row of ``(N, K)`` probabilities by its sum first, for
+        probabilities rounded on export (keyword-only; default False: rows must sum to
+        1 within the simplex tolerance). No effect on ``(N,)`` probabilities.
 
     Returns:
       0-d array. Zero total weight gives 0.
@@ -170,6 +174,8 @@ def smooth_ece(
     auto = bandwidth is None
     if not auto:
         bandwidth = check_hyperparameter("bandwidth", bandwidth, minimum=SMECE_MIN_BANDWIDTH)
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    probs, labels, weights = check_probs_labels(
+        probs, labels, weights, values=False, renormalize=renormalize
+    )
     bandwidth = None if auto else bandwidth
     return run_validated(_smooth_ece_kernel, probs, labels, weights, bandwidth, auto)

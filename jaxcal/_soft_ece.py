@@ -203,6 +203,7 @@ def soft_ece(
     temperature: Any = None,
     norm: str = "l1",
     weights: Any = None,
+    renormalize: bool = False,
 ) -> jax.Array:
     """Soft-binned ECE (SB-ECE), a differentiable surrogate of the binned ECE.
 
@@ -251,6 +252,9 @@ def soft_ece(
         0.00205 for M = 15).
       norm: ``"l1"`` (the ECE) or ``"l2"`` (the RMS calibration error, as Eq. (11)).
       weights: optional ``(N,)`` non-negative sample weights; 0 masks padding.
+      renormalize: divide each row of ``(N, K)`` probabilities by its sum first, for
+        probabilities rounded on export (keyword-only; default False: rows must sum to
+        1 within the simplex tolerance). No effect on ``(N,)`` probabilities.
 
     Returns:
       0-d array. Zero total weight gives 0.
@@ -276,5 +280,7 @@ def soft_ece(
     if temperature is None:
         temperature = 1.0 / (n_bins**2 * math.log(1.0 / DEFAULT_ADJACENT_RATIO))
     temperature = check_hyperparameter("temperature", temperature)
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    probs, labels, weights = check_probs_labels(
+        probs, labels, weights, values=False, renormalize=renormalize
+    )
     return run_validated(_soft_ece_kernel, probs, labels, weights, temperature, n_bins, norm)

@@ -34,6 +34,7 @@ from jaxcal._checks import (
     check_weights,
     is_concrete,
     simplex_tolerance,
+    subnormal_mask,
     values_checkable,
 )
 from jaxcal._confidence import RowStats, input_row_stats
@@ -51,8 +52,8 @@ class InputSummary(NamedTuple):
         (below 0), ``p - 1 - RANGE_ATOL`` (above 1, for ``(N,)``), and for ``(N, K)``
         ``|row sum - 1| - tolerance``; NaN for NaN or inf.
       labels: the largest label read as unsigned (a negative label reads >= 2**31).
-      weights: the largest ``-w`` (a negative weight), +inf for a non-finite weight;
-        ``None`` without weights.
+      weights: the largest ``-w`` (a negative weight), +inf for a non-finite weight, 1
+        for a subnormal one; ``None`` without weights.
     """
 
     probs: jax.Array
@@ -84,7 +85,10 @@ def _weights_excess(weights: jax.Array | None) -> jax.Array | None:
     if weights is None:
         return None
     w = jax.lax.stop_gradient(weights)
-    return jnp.max(jnp.where(jnp.isfinite(w), -w, jnp.inf))
+    excess = jnp.where(jnp.isfinite(w), -w, jnp.inf)
+    if w.dtype.itemsize >= 4:  # subnormals read as 0 in arithmetic: flag them by their bits
+        excess = jnp.where(subnormal_mask(w), 1, excess)
+    return jnp.max(excess)
 
 
 def summarize(

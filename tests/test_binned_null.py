@@ -20,6 +20,7 @@ from helpers import assert_close
 from resampling_data import ECE_VARIANTS, KEY, PM, YM, P, R, Y, consistency_labels
 
 import jaxcal
+import jaxcal._binned_null as binned_null
 from jaxcal._binned_null import BinnedSpec, binned_resampling, binned_spec, hit_counts
 from jaxcal._binning import bin_edges_and_index
 from jaxcal._random import seed_words
@@ -160,3 +161,25 @@ def test_binned_spec_reads_the_declaration():
         binned_spec(partial(jaxcal.ece, n_bins=0))
     with pytest.raises(ValueError, match="`debias=True` requires"):
         binned_spec(partial(jaxcal.ece, debias=True))
+
+
+@pytest.mark.parametrize(("probs", "labels"), [(P, Y), (PM, YM)], ids=["binary", "top-label"])
+def test_cumulative_hit_counts_equal_the_dense_ones(probs, labels, monkeypatch):
+    # Beyond DENSE_MAX_BINS the hits are counted from cumulative sums (D09); both forms
+    # count the same draws.
+    seeds = seed_words(jax.random.split(KEY, 8))
+    dense = binned_resampling(jnp.asarray(probs), jnp.asarray(labels), 40, "uniform", "right")
+    monkeypatch.setattr(binned_null, "DENSE_MAX_BINS", 0)
+    flat = binned_resampling(jnp.asarray(probs), jnp.asarray(labels), 40, "uniform", "right")
+    assert dense.plan.onehot is not None and flat.plan.onehot is None
+    np.testing.assert_array_equal(hit_counts(seeds, flat.plan), hit_counts(seeds, dense.plan))
+
+
+def test_many_bins_in_bounded_memory():
+    # D09: 1e5 bins asked for 40 GB (an (M - 1, M) matrix) whatever N; now O(N + M).
+    scores = np.full(20, 0.3, np.float32)
+    metric = partial(jaxcal.ece, n_bins=100_000)
+    res = consistency_test(metric, scores, np.zeros(20, int), key=KEY, n_resamples=2)
+    assert 0 < float(res.p_value) <= 1
+    bands = jaxcal.consistency_bands(scores, key=KEY, n_resamples=2, n_bins=100_000)
+    assert bands.low.shape == (100_000,)

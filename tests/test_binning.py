@@ -259,3 +259,40 @@ def test_bin_index_jits_and_vmaps():
     x = jnp.asarray(np.random.default_rng(5).random((4, 50)), jnp.float32)
     got = jax.vmap(jax.jit(lambda v: uniform_bin_index(v, 10, "left")))(x)
     np.testing.assert_array_equal(got, reference.uniform_bin(np.asarray(x), 10, "left", np.float32))
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: jaxcal.uniform_edges(0), r"`n_bins` must be an integer >= 1; got 0"),
+        (lambda: jaxcal.uniform_edges(2.5), r"`n_bins` must be an integer >= 1; got 2.5"),
+        (lambda: jaxcal.uniform_edges(5, dtype=jnp.int32), r"`dtype` must be a floating.*int32"),
+        (lambda: jaxcal.uniform_edges(5, dtype="nope"), r"`dtype` must be a floating"),
+        (
+            lambda: jaxcal.quantile_edges(jnp.linspace(0, 5, 20), 3),
+            r"`scores` must lie in \[0, 1\]",
+        ),
+        (lambda: jaxcal.quantile_edges([0.1, 0.2], 2, closed="both"), "`closed` must be one of"),
+        (
+            lambda: jaxcal.quantile_edges([0.1, 0.2], 2, weights=[-1, 1]),
+            "`weights` must be non-neg",
+        ),
+        (lambda: jaxcal.quantile_edges([0.1, 0.2], 2, weights=[1.0]), r"`weights` must have shape"),
+        (lambda: jaxcal.quantile_edges([], 2), r"`scores` must be 1-D .* got shape \(0,\)"),
+        (lambda: jaxcal.quantile_edges(np.zeros((2, 2)), 2), r"`scores` must be 1-D"),
+        (
+            lambda: jaxcal.quantile_edges(["a"], 2),
+            r"`scores` must (be an array of numbers|hold real numbers)",
+        ),
+        (lambda: jaxcal.quantile_edges([0.1], 0), r"`n_bins` must be an integer >= 1"),
+    ],
+)
+def test_public_edge_helpers_check_their_arguments(call, match):
+    # D15: uniform_edges(0) gave [nan], int dtypes [0 0 0 0 0 1], a list an AttributeError.
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_public_quantile_edges_of_a_list():
+    assert jaxcal.quantile_edges([0.1, 0.2], 2).tolist() == pytest.approx([0.0, 0.1, 1.0])
+    assert jaxcal.uniform_edges(4, dtype=jnp.bfloat16).tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]

@@ -206,3 +206,35 @@ def test_5000_resamples_at_n_1e5_with_bounded_memory():
     assert res.null.shape == (5000,) and grown_gib < 4, grown_gib
     assert_close(fast.null, res.null, rtol=1e-6, atol=1e-7)  # float32 round-off of gap_norm
     assert fast.p_value == res.p_value
+
+
+@pytest.mark.parametrize(
+    ("key", "match"),
+    [
+        (None, r"`key` must be a JAX PRNG key .*got None"),
+        ("a", r"`key` must be a JAX PRNG key .*got 'a'"),
+        (0, r"`key` must be a JAX PRNG key; got the int 0. Pass jax.random.key\(0\)"),
+        (2**70, r"`key` must be a JAX PRNG key; got the int"),
+    ],
+)
+def test_bad_keys_name_key(key, match):
+    # D18: key=None gave "None is not a valid value for jnp.array", without naming `key`.
+    with pytest.raises(ValueError, match=match):
+        consistency_test(jaxcal.ece, P, Y, key=key, n_resamples=R)
+    with pytest.raises(ValueError, match=match):
+        jaxcal.bootstrap_ci(jaxcal.ece, P, Y, key=key, n_resamples=R)
+
+
+def test_one_resample_is_refused():
+    # D27: n_resamples=1 gave p = 1 and a zero-width interval, whatever the data.
+    match = r"`n_resamples` must be at least 2 .*got 1"
+    with pytest.raises(ValueError, match=match):
+        consistency_test(jaxcal.ece, P, Y, key=KEY, n_resamples=1)
+    with pytest.raises(ValueError, match=match):
+        jaxcal.bootstrap_ci(jaxcal.ece, P, Y, key=KEY, n_resamples=1)
+    with pytest.raises(ValueError, match=match):
+        jaxcal.paired_bootstrap(jaxcal.ece, P, P, Y, key=KEY, n_resamples=1)
+    with pytest.raises(ValueError, match=match):
+        jaxcal.consistency_bands(P, key=KEY, n_resamples=1)
+    with pytest.raises(ValueError, match=match):
+        jaxcal.corp_bands(P, Y, key=KEY, n_resamples=1)

@@ -211,3 +211,9 @@ def test_5000_resamples_at_n_1e5_compile_once():
         jaxcal.ece, p[::-1], y[::-1], key=jax.random.key(1), n_resamples=5000, batch_size=100
     )
     assert _bootstrap_kernel._cache_size() == compiled
+
+
+def test_docstring_warns_of_biased_statistics():
+    # D28: the interval of the biased ECE can exclude its estimate; the API must say so.
+    doc = jaxcal.bootstrap_ci.__doc__
+    assert "biased statistic" in doc and "exclude" in doc and "bca" in doc

@@ -13,7 +13,7 @@ from jaxcal import calibrators as cal
 
 N, K = 400, 5
 TEMP = cal.temperature_scaling()  # built once: every factory call is a new compile
-DIR = cal.dirichlet(odir=1e-2)
+DIR = cal.dirichlet(odir=1e-2, inputs="logits")
 
 
 def _data(seed, scale=3.0, n=N, k=K, dtype=np.float32):
@@ -168,11 +168,11 @@ def _affine_data(seed):
 @pytest.mark.parametrize(
     "name, factory, kind, penalty",
     [
-        ("dirichlet-odir", lambda: cal.dirichlet(odir=(0.5, 0.2)), "dirichlet", {"lam": 0.5, "mu": 0.2}),
+        ("dirichlet-odir", lambda: cal.dirichlet(odir=(0.5, 0.2), inputs="logits"), "dirichlet", {"lam": 0.5, "mu": 0.2}),
         pytest.param("vector", cal.vector_scaling, "vector", {}, marks=pytest.mark.slow),
         pytest.param("matrix-l2", lambda: cal.matrix_scaling(l2=0.01), "matrix", {"l2": 0.01}, marks=pytest.mark.slow),
         pytest.param("matrix", cal.matrix_scaling, "matrix", {}, marks=pytest.mark.slow),
-        pytest.param("dirichlet-l2", lambda: cal.dirichlet(l2=1e-3), "dirichlet", {"l2": 1e-3}, marks=pytest.mark.slow),
+        pytest.param("dirichlet-l2", lambda: cal.dirichlet(l2=1e-3, inputs="logits"), "dirichlet", {"l2": 1e-3}, marks=pytest.mark.slow),
     ],
 )  # fmt: skip
 def test_affine_calibrators_match_scipy_lbfgsb(name, factory, kind, penalty):
@@ -282,6 +282,49 @@ def test_conversions_round_trip():
     assert bool(jnp.all(jnp.isfinite(cal.to_logits(np.array([0.0, 1.0]), inputs="probs"))))
     with pytest.raises(ValueError, match="inputs"):
         cal.to_probs(np.zeros(3), inputs="log_probs")  # binary scores have no log_probs space
+
+
+def test_temperature_apply_of_huge_logits_is_finite():
+    # D11: softmax(z / T) fused gave NaN rows for finite logits of 1e10 (11 of 40).
+    z0 = np.random.default_rng(0).normal(size=(40, 3))
+    calibrator = cal.temperature_scaling()
+    for scale, t in ((1e10, 3.0), (1e10, 0.7), (1e30, 3.0), (1e37, 0.7)):
+        z = jnp.asarray(z0 * scale, jnp.float32)
+        out = calibrator.apply(cal.TemperatureParams(jnp.float32(t), None), z)
+        assert np.isfinite(np.asarray(out)).all(), (scale, t)
+        assert_close(out.sum(axis=1), np.ones(40, np.float32))
+        np.testing.assert_array_equal(np.argmax(out, axis=1), np.argmax(z0, axis=1))
+    small = jnp.asarray(z0, jnp.float32)
+    expected = jax.nn.softmax(small / 3.0, axis=1)
+    assert_close(calibrator.apply(cal.TemperatureParams(jnp.float32(3.0), None), small), expected)
+
+
+def test_temperature_fit_of_huge_logits_is_honest():
+    # D11: logits x1e20 gave converged=True and NaN probabilities from apply.
+    rng = np.random.default_rng(1)
+    z0 = rng.normal(size=(40, 3))
+    labels = rng.integers(0, 3, 40)
+    calibrator = cal.temperature_scaling()
+    for scale in (1e20, 1e30, 1e37):
+        z = jnp.asarray(z0 * scale, jnp.float32)
+        params = calibrator.fit(z, labels)
+        probs = np.asarray(calibrator.apply(params, z))
+        if bool(params.info.converged):
+            assert np.isfinite(float(params.info.loss)), scale
+        assert np.isfinite(probs).all(), scale
+
+
+def test_dirichlet_default_input_is_probabilities():
+    # D23: the default was inputs="logits", so probabilities were silently log_softmax-ed
+    # (loss 1.3376 against 1.3319 on the paper's input).
+    logits, labels = _affine_data(16)
+    probs = softmax(logits, axis=1).astype(np.float32)
+    default = cal.dirichlet(odir=1e-2)
+    explicit = cal.dirichlet(odir=1e-2, inputs="probs")
+    fitted = default.fit(probs, labels)
+    assert_close(fitted.info.loss, explicit.fit(probs, labels).info.loss)
+    with pytest.raises(ValueError, match="inputs"):
+        default.fit(logits.astype(np.float32), labels)
 
 
 def test_apply_names_mismatched_params():

@@ -111,3 +111,81 @@ def test_validation_happens_before_compilation():
     finally:
         jaxcal._ece._ece_kernel = original
     assert not calls
+
+
+_RENORM_RNG = np.random.default_rng(12)
+_LOGITS = _RENORM_RNG.normal(size=(200, 10))
+#: Probabilities exported with 3 decimals: row sums within +-0.005 of 1 (D12).
+ROUNDED = np.round(np.exp(_LOGITS) / np.exp(_LOGITS).sum(1, keepdims=True), 3).astype(np.float32)
+ROUNDED_LABELS = _RENORM_RNG.integers(0, 10, 200)
+RENORMALIZING = [*METRICS, jaxcal.mmce, jaxcal.soft_ece, jaxcal.smooth_ece]
+
+
+@pytest.mark.parametrize("metric", RENORMALIZING, ids=lambda f: f.__name__)
+def test_rounded_probabilities_need_renormalize(metric):
+    # D12: the message blamed logits and nothing could accept rounded exports.
+    worst = int(np.argmax(np.abs(ROUNDED.astype(np.float64).sum(1) - 1)))
+    with pytest.raises(ValueError, match=rf"row {worst} sums to .*renormalize=True"):
+        metric(ROUNDED, ROUNDED_LABELS)
+    got = metric(ROUNDED, ROUNDED_LABELS, renormalize=True)
+    exact = (ROUNDED / ROUNDED.sum(1, keepdims=True)).astype(np.float32)
+    want = metric(exact, ROUNDED_LABELS)
+    for a, e in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want), strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-7)  # one float32 division apart
+
+
+def test_renormalize_refuses_rows_without_mass():
+    probs = ROUNDED.copy()
+    probs[7] = 0
+    with pytest.raises(
+        ValueError, match=r"positive sum to be renormalized \(renormalize=True\); row 7 sums to 0"
+    ):
+        jaxcal.ece(probs, ROUNDED_LABELS, renormalize=True)
+    with pytest.raises(ValueError, match="`renormalize` must be one of"):
+        jaxcal.ece(ROUNDED, ROUNDED_LABELS, renormalize="yes")
+
+
+def test_renormalize_under_jit_and_for_binary_probs():
+    jitted = jax.jit(lambda p: jaxcal.brier_score(p, ROUNDED_LABELS, renormalize=True))
+    exact = ROUNDED / ROUNDED.sum(1, keepdims=True)
+    np.testing.assert_allclose(
+        jitted(ROUNDED), jaxcal.brier_score(exact, ROUNDED_LABELS), rtol=1e-6
+    )  # one float32 division apart
+    scores, outcomes = np.array([0.2, 0.9]), np.array([0, 1])
+    assert jaxcal.ece(scores, outcomes, renormalize=True) == jaxcal.ece(scores, outcomes)
+
+
+@pytest.mark.parametrize(
+    ("probs", "labels", "match"),
+    [
+        ([[0.5, 0.5], [1.0]], [0, 1], r"`probs` must be a rectangular array; got a ragged list"),
+        ([0.1, None], [0, 1], "`probs` must hold numbers only; got None entries"),
+        (np.ma.masked_array([0.1, 0.2], [0, 1]), [0, 1], r"`probs` is a NumPy masked array"),
+        (P2[:2].astype(np.longdouble), [0, 1], r"`probs` has dtype float128.*float64"),
+        (["a", "b"], [0, 1], "`probs` must hold real numbers; got dtype <U1"),
+        (P2[:2], [0, None], "`labels` must hold numbers only; got None entries"),
+        (P2[:2], [[0], [1, 1]], r"`labels` must be a rectangular array"),
+        (P2[:2], np.ma.masked_array([0, 1], [0, 1]), r"`labels` is a NumPy masked array"),
+    ],
+)
+def test_foreign_inputs_name_the_argument(probs, labels, match):
+    # D21: numpy/JAX messages that did not name the argument, or "got ndarray" for float128.
+    if np.dtype(np.longdouble).itemsize <= 8 and "float128" in match:
+        pytest.skip("long double is float64 on this platform")
+    with pytest.raises(ValueError, match=match):
+        jaxcal.ece(probs, labels)
+
+
+def test_object_arrays_of_numbers_still_work():
+    labels = np.array([1, 0, 1], dtype=object)
+    assert jaxcal.ece(P2, labels) == jaxcal.ece(P2, Y)
+
+
+def test_torch_tensors_that_numpy_cannot_read():
+    torch = pytest.importorskip("torch")
+    probs = torch.tensor(P2, requires_grad=True)
+    with pytest.raises(ValueError, match=r"`probs` is a torch tensor that requires grad.*detach"):
+        jaxcal.ece(probs, torch.tensor(Y))
+    with pytest.raises(ValueError, match=r"`probs` is a torch bfloat16 tensor.*\.float\(\)"):
+        jaxcal.ece(torch.tensor(P2).bfloat16(), Y)
+    assert jaxcal.ece(probs.detach(), torch.tensor(Y)) == jaxcal.ece(P2, Y)

@@ -339,3 +339,21 @@ def test_murphy_diagram_plots_the_library_values():
     (line,) = [a for a in ax.get_lines() if a.get_gid() == "jaxcal-murphy"]
     expected = np.asarray(jaxcal.murphy_diagram(p, y, n_thresholds=9).scores, np.float64)
     assert_close(line.get_ydata(), expected)
+
+
+@pytest.mark.parametrize(
+    ("key", "match"),
+    [
+        (None, r"`key` must be a JAX PRNG key .*or an int seed; got None"),
+        ("a", r"`key` must be a JAX PRNG key .*or an int seed; got 'a'"),
+        (2**70, r"`key` as an int seed must lie in \[0, 2\*\*63\)"),
+        (-1, r"`key` as an int seed must lie in \[0, 2\*\*63\)"),
+    ],
+)
+def test_plot_keys_checked_as_the_stats_check_them(key, match):
+    # D18: plot keys None, str or 2**70 gave raw JAX TypeError / OverflowError. Plots take
+    # int seeds (their default 0 draws the same figure each time); stats take keys only.
+    probs = np.array([0.2, 0.7, 0.9, 0.4])
+    with pytest.raises(ValueError, match=match):
+        reliability_diagram(probs, np.array([0, 1, 1, 0]), key=key)
+    plt.close("all")

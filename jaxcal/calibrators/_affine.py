@@ -232,7 +232,7 @@ def dirichlet(
     *,
     l2: float = 0.0,
     odir: float | tuple[float, float] | None = None,
-    inputs: str = "logits",
+    inputs: str = "probs",
     optimizer: optax.GradientTransformation | None = None,
     max_iter: int = 500,
     tol: float | None = None,
@@ -245,11 +245,19 @@ def dirichlet(
     matrix scaling on logits unless the rows of W sum to a constant. Fitted from the
     identity (W = I, b = 0) by :func:`minimize`.
 
+    The default is ``inputs="probs"``, the paper's input (a classifier's probabilities),
+    unlike the other multiclass calibrators, whose input is logits: probabilities taken
+    as logits would be silently transformed by ``log_softmax`` (D23), while logits taken
+    as probabilities fail the [0, 1] check with a message naming ``inputs``. On logits,
+    pass ``inputs="logits"``: ``log_softmax(z)`` are the log-probabilities of
+    ``softmax(z)``, so it fits the map ``inputs="probs"`` fits on ``softmax(z)`` where no
+    probability underflows (``"probs"`` reads a zero as ``log(tiny)``).
+
     Args:
       l2: L2 penalty weight: ``l2 * (sum W_ij^2 + sum b_j^2)`` (Dir-L2).
       odir: ``(lam, mu)`` or one number: ``lam / (K (K - 1)) sum_{i != j} W_ij^2 +
         mu / K sum_j b_j^2`` (Dir-ODIR).
-      inputs: ``"logits"``, ``"log_probs"`` or ``"probs"``.
+      inputs: ``"probs"`` (default), ``"logits"`` or ``"log_probs"``.
       optimizer: an optax optimiser, or None for ``optax.lbfgs()``.
       max_iter: iteration limit.
       tol: gradient tolerance (None: 1e-6 in float32, 1e-10 in float64).

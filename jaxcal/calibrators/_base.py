@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxcal._checks import check_positive_int
-from jaxcal._numerics import safe_divide, vary_like
+from jaxcal._numerics import safe_divide, scale_free, vary_like
 from jaxcal.calibrators._inputs import (
     check_binary_inputs,
     check_fit_args,
@@ -300,5 +300,5 @@ def weighted_mean(losses: jax.Array, weights: jax.Array | None) -> jax.Array:
     """
     if weights is None:
         return jnp.mean(losses)
-    w = weights.astype(losses.dtype)
+    w = scale_free(weights.astype(losses.dtype))  # any scale of the weights, one answer
     return safe_divide(jnp.sum(w * losses), jnp.sum(w))

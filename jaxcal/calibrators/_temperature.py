@@ -48,7 +48,7 @@ import numpy as np
 import optax
 
 from jaxcal._checks import check_option
-from jaxcal._numerics import compute_dtype, safe_divide, vary_like
+from jaxcal._numerics import compute_dtype, safe_divide, scale_free, vary_like
 from jaxcal.calibrators._base import (
     Calibrator,
     FitInfo,
@@ -83,9 +83,11 @@ def _check_bounds(bounds: Any) -> tuple[float, float]:
     return lo, hi
 
 
-def _center(z: jax.Array, labels: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Rows shifted so their max is 0, and the shifted logit of the label."""
+def _center(z: jax.Array, labels: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
+    """Rows shifted so their max is 0, and the shifted logit of the label (None without)."""
     zc = z - jnp.max(z, axis=1, keepdims=True)
+    if labels is None:
+        return zc, None
     zy = jnp.take_along_axis(zc, labels[:, None], axis=1)[:, 0]
     return zc, zy
 
@@ -93,7 +95,7 @@ def _center(z: jax.Array, labels: jax.Array) -> tuple[jax.Array, jax.Array]:
 def _normalised_weights(weights: jax.Array | None, n: int, dtype: Any) -> jax.Array:
     if weights is None:
         return jnp.full((n,), 1 / n, dtype)
-    w = weights.astype(dtype)
+    w = scale_free(weights.astype(dtype))  # sum w overflows for weights of 1e37
     return safe_divide(w, jnp.sum(w))
 
 
@@ -245,7 +247,9 @@ def _temperature_newton(z, labels, weights, bounds, max_iter, tol):
         return (cand, f, g, h, a, b, a_known, b_known, steps, k + 1, is_done(cand, g, h, a, b))
 
     beta, f, g, _, _, _, _, _, _, k, done = jax.lax.while_loop(cond, body, init)
-    return beta, FitInfo(f, jnp.abs(beta * g), k, done)
+    # Converged only with a finite loss and gradient: logits near float32's range
+    # overflow them, and the bracket then collapses on a meaningless beta.
+    return beta, FitInfo(f, jnp.abs(beta * g), k, done & jnp.isfinite(f) & jnp.isfinite(g))
 
 
 def _nll(beta, z, labels, weights):
@@ -356,8 +360,14 @@ def temperature_scaling(
 
     @jax.jit
     def _apply(params, x):
-        z = features(x)
-        return jax.nn.softmax(z / params.temperature.astype(z.dtype), axis=1)
+        # Centre the rows before dividing by T: every z - max <= 0 and the row maximum is
+        # exactly 0 however XLA computes (z - max) / T. softmax(z / T) fused recomputes
+        # z / T differently for its max and its exponent, and logits of 1e10 gave
+        # exp(> 0) = inf, NaN rows (D11).
+        # The max is already 0: exp and normalise (one row maximum, as softmax takes).
+        z, _ = _center(features(x), None)
+        e = jnp.exp(z / params.temperature.astype(z.dtype))
+        return e / jnp.sum(e, axis=1, keepdims=True)
 
     spec = ParamsSpec(TemperatureParams, lambda shape: {"temperature": ()}, "temperature_scaling()")
     return from_kernels(_fit, _apply, inputs, binary=False, params=spec)

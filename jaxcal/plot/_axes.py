@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax
-import numpy as np
+
+from jaxcal._bootstrap import check_key
 
 # Per main Axes: the histogram Axes beneath it and how many models are drawn on it, so
 # that repeated calls on the same ``ax`` overlay models in new colours.
@@ -53,10 +54,8 @@ def next_model(state: dict) -> tuple[str, bool]:
 
 
 def as_key(key: Any) -> jax.Array:
-    """A JAX PRNG key from a key or an int seed."""
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        return jax.random.key(int(key))
-    return key
+    """A JAX PRNG key from a key or an int seed in [0, 2**63) (checked as the stats check)."""
+    return check_key(key, seeds=True)
 
 
 def hist_axes(ax, show_histogram: bool):

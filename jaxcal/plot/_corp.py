@@ -104,7 +104,8 @@ def corp_diagram(
       score: ``"brier"`` or ``"log"``: the decomposition in the legend.
       confidence: level of the band (``reliabilitydiag``'s default 0.9).
       n_resamples: resamples of the band.
-      key: a JAX PRNG key or an int seed for the band (default 0: the same figure each call).
+      key: a JAX PRNG key or an int seed in [0, 2**63) for the band (default 0: the same
+        figure each call).
       weights: optional ``(N,)`` sample weights.
 
     Returns:

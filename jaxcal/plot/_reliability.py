@@ -178,7 +178,7 @@ def reliability_diagram(
       closed: bin edge convention, as :func:`jaxcal.ece`.
       confidence: level of the bands and intervals, in (0, 1).
       n_resamples: consistency resamples for the bands.
-      key: a JAX PRNG key or an int seed for the bands (default 0: the same figure on
+      key: a JAX PRNG key or an int seed in [0, 2**63) for the bands (default 0: the same figure on
         every call).
 
     Returns:
