@@ -20,7 +20,6 @@ accurate far beyond 2**24 samples; sample counts are int32 and exact.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -35,6 +34,7 @@ from jaxcal._numerics import (
     compute_dtype,
     tree_sum,
     two_product,
+    vary_like,
 )
 from jaxcal._sort import argsort, sort
 
@@ -111,9 +111,6 @@ def _host_uniform_edges(n_bins: int, dtype) -> np.ndarray:
     return exact.astype(jnp.dtype(dtype)).astype(compute_dtype(dtype))
 
 
-# One compiled kernel when called eagerly (its bisection loop would be traced anew each
-# call); inside a caller's trace it is inlined.
-@partial(jax.jit, static_argnames=("n_bins", "closed"))
 def quantile_edges(
     scores: jax.Array, n_bins: int, closed: str = "right", weights: jax.Array | None = None
 ) -> jax.Array:
@@ -203,7 +200,8 @@ def first_reaching(cum: jax.Array, b: jax.Array, n_bins, strict: bool) -> jax.Ar
         return jnp.where(open_ & ~ok, mid + 1, lo), jnp.where(open_ & ok, mid, hi)
 
     lo = jnp.zeros(b.shape, jnp.int32)
-    lo, _ = jax.lax.fori_loop(0, max(1, n.bit_length()), halve, (lo, jnp.full_like(lo, n)))
+    bounds = vary_like((lo, jnp.full_like(lo, n)), cum)  # typed like the data in shard_map
+    lo, _ = jax.lax.fori_loop(0, max(1, n.bit_length()), halve, bounds)
     return jnp.minimum(lo, n - 1)
 
 

@@ -422,6 +422,16 @@ def _spec(role):
     return PartitionSpec("d") if role in ROW_ROLES else PartitionSpec()
 
 
+#: Fits that refuse shard_map with check_vma=True, with a ValueError saying what to do.
+_SHARD_MAP_REFUSED = {"matrix_scaling.fit", "platt.logits.fit"}  # optax.lbfgs's line search
+
+#: Open failures of the one-device check (the same as in tests/api_shard_map.py).
+_SHARD_MAP_OPEN = {
+    "clopper_pearson_interval": "jax.scipy.special.betainc's own while_loop has an invariant "
+    "carry (inside JAX; open)",
+}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("entry", _sweep("shard"), ids=lambda e: e.name)
 def test_shard_map_on_one_device(entry):
@@ -429,6 +439,8 @@ def test_shard_map_on_one_device(entry):
 
     One device is enough for the type check (four, in a subprocess: test_shard_map_subprocess).
     """
+    if entry.name in _SHARD_MAP_OPEN:
+        pytest.xfail(_SHARD_MAP_OPEN[entry.name])
     from jax.sharding import AxisType, PartitionSpec
 
     args = entry.args(make_data(0), jnp.float32)
@@ -442,6 +454,10 @@ def test_shard_map_on_one_device(entry):
         sharded = jax.jit(
             jax.shard_map(per_shard, mesh=mesh, in_specs=specs, out_specs=PartitionSpec("d"))
         )
+        if entry.name in _SHARD_MAP_REFUSED:
+            with pytest.raises(ValueError, match="check_vma=False"):
+                sharded(*args)
+            return
         out = sharded(*args)
     _assert_same(entry, jax.tree.map(lambda x: x[0], out), entry.fn(*args), entry.name)
 
