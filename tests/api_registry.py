@@ -12,10 +12,11 @@ K = 3 classes, so that every transformation compiles each entry once.
 
 Cost (CI runs the whole suite on 2 cores in under 20 minutes): each check compiles every
 entry it covers, about a second of CPU each. The fast suite runs, for **every** entry,
-eager == ``jit`` == closure with the no-recompile check and ``vmap`` == a loop. The sweeps
-(``grad``, bf16/f16, padded rows, float64, ``shard_map``, resampled fits) are marked slow
-and cover :data:`SWEEP`: per family, the entries whose kernels differ in how they could
-break a transformation, namely
+eager == ``jit`` == closure with the no-recompile check, and ``vmap`` == a loop for the
+entries of :data:`SWEEP` (the other entries' ``vmap`` is slow). The sweeps (``grad``,
+bf16/f16, padded rows, float64, ``shard_map``, resampled fits) are marked slow and cover
+:data:`SWEEP`: per family, the entries whose kernels differ in how they could break a
+transformation, namely
 
 * metrics: one per kernel kind: binned (``ece``, ``ece.quantile``, ``classwise_ece``),
   soft and kernel (``soft_ece.l2``, ``mmce``, ``smooth_ece``), cumulative paths and
