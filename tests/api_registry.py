@@ -11,9 +11,10 @@ All entries share one small data set (:func:`make_data`): N = 24 rows (four shar
 K = 3 classes, so that every transformation compiles each entry once.
 
 Cost (CI runs the whole suite on 2 cores in under 20 minutes): each check compiles every
-entry it covers, about a second of CPU each. The fast suite runs, for **every** entry,
-eager == ``jit`` == closure with the no-recompile check, and ``vmap`` == a loop for the
-entries of :data:`SWEEP` (the other entries' ``vmap`` is slow). The sweeps (``grad``,
+entry it covers, about two seconds of CPU each when the compilation cache is cold. The
+fast suite runs eager == ``jit`` == closure with the no-recompile check and ``vmap`` == a
+loop for the entries of :data:`SWEEP`; the slow one runs them for every other entry
+(every entry, fast, cost 250 CPU-s cold: twice the fast budget). The sweeps (``grad``,
 bf16/f16, padded rows, float64, ``shard_map``, resampled fits) are marked slow and cover
 :data:`SWEEP`: per family, the entries whose kernels differ in how they could break a
 transformation, namely

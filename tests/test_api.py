@@ -7,7 +7,8 @@ import each other in layers. A name added to an ``__all__`` without them fails h
 Every public call also meets one in-JAX contract, checked here over the registry of
 ``tests/api_registry.py`` (every public name is registered or classified there):
 
-For every entry (the fast suite):
+For every entry (the SWEEP entries in the fast suite, the others in the slow one: the
+cold compile of every entry cost 250 CPU-s, twice the fast suite's budget):
 
 * eager == ``jit`` with the arrays as arguments == ``jit`` of a closure over concrete
   arrays, and outputs are arrays or pytrees (NamedTuples, dataclasses, dicts) of arrays;
@@ -18,8 +19,7 @@ For every entry (the fast suite):
 Slow, over the representative entries of ``api_registry.SWEEP`` (its docstring says
 which and why; each check compiles every entry once more, about a second each):
 
-* ``vmap`` over a leading batch axis equals a Python loop (the SWEEP entries in the fast
-  suite, every other entry in the slow one);
+* ``vmap`` over a leading batch axis equals a Python loop (fast and slow as above);
 * ``grad`` is finite where the entry declares it;
 * bfloat16 and float16 inputs are accepted; float64 comes out under x64;
 * rows of weight 0 holding NaN and the ignore label -100 change nothing under ``jit``;
@@ -261,7 +261,15 @@ _CLOSURE_MISMATCH = {
 }
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=_IDS)
+def _fast_if_swept(entries):
+    """The SWEEP entries fast, every other entry slow (the CI budget: api_registry)."""
+    return [
+        pytest.param(e, id=e.name, marks=() if e.name in SWEEP else pytest.mark.slow)
+        for e in entries
+    ]
+
+
+@pytest.mark.parametrize("entry", _fast_if_swept(ENTRIES))
 def test_eager_equals_jit_and_closure_and_compiles_once(entry):
     """eager == jit(arrays as arguments) == jit(closure); a second call compiles nothing."""
     first, second = (entry.args(make_data(seed), jnp.float32) for seed in (0, 1))
@@ -283,15 +291,7 @@ def _stack(trees):
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
-# vmap compiles every entry once more: the fast suite batches the SWEEP entries, the
-# slow one every other entry (the CI budget, see api_registry's docstring).
-_VMAP = [
-    pytest.param(e, id=e.name, marks=() if e.name in SWEEP else pytest.mark.slow)
-    for e in _entries("vmap")
-]
-
-
-@pytest.mark.parametrize("entry", _VMAP)
+@pytest.mark.parametrize("entry", _fast_if_swept(_entries("vmap")))
 def test_vmap_equals_loop(entry):
     per_batch = [entry.args(make_data(b), jnp.float32) for b in range(BATCH)]
     batched = [role != FIXED for role in entry.roles]
