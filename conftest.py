@@ -10,6 +10,7 @@ Doctests are the examples users copy: they run with JAX's default (standard) dty
 promotion, the setting users have.
 """
 
+import gc
 import importlib.util
 import os
 from pathlib import Path
@@ -52,3 +53,19 @@ def pytest_runtest_call(item):
         return (yield)
     with jax.numpy_dtype_promotion("standard"):
         return (yield)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_code():
+    """Free every compiled executable after each test module.
+
+    One process compiles the whole suite (thousands of executables). Kept alive, their
+    machine code grew the process past 5.5 GB, and XLA:CPU then crashed inside a
+    compilation (SIGSEGV in CI, SIGABRT at -O0), at a point that depends only on how much
+    was compiled before it, never in a module run alone. Modules share few programs, so
+    clearing JAX's caches here costs little: what a later module compiles again is read
+    back from the persistent cache above.
+    """
+    yield
+    jax.clear_caches()
+    gc.collect()
