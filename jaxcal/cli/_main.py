@@ -17,11 +17,14 @@ Input files (the format is decided by the extension):
   probabilities are their softmax (sigmoid for (N,)); when it has both, the metrics use
   ``probs`` and temperature scaling uses ``logits``. ``--probs [KEY]`` or ``--logits
   [KEY]`` use that one array only (default key ``probs`` or ``logits``). Pickled (object)
-  arrays are refused.
+  arrays are refused. Members stored uncompressed (``np.savez``) are memory-mapped, not
+  copied.
 * ``.npy``: one array of scores, with the labels in a second ``.npy`` given by
   ``--labels LABELS.npy`` (required). The scores are probabilities, or logits with
   ``--logits`` (no value).
-* ``.csv``: a header row, then one row per sample, numbers only (no pandas needed).
+* ``.csv``: a header row, then one row per sample, numbers only (read by NumPy's parser;
+  UTF-8 with or without the byte-order mark Excel writes; a cell is a plain decimal
+  number, so ``1_0`` is an error, not 10; every value error names the column and row).
   ``--labels COL`` names the label column (default: the first of ``label``, ``labels``,
   ``y``, ``target``, ``class`` present); ``--probs COLS`` or ``--logits COLS`` name the
   score columns, comma-separated, each a name or a glob (``--probs 'p_*'``), in that
@@ -52,8 +55,12 @@ test of its cumulative differences (:func:`jaxcal.stats.multicalibration_error`,
 for all), listed by Holm-adjusted p-value, with the family-wise p-value; the JSON gains a
 ``"segments"`` entry per model (schema in :mod:`jaxcal.cli._segments`).
 
-Output: the table on stdout; progress of the long steps on stderr (``--quiet`` silences
-it); ``--json OUT`` (``-`` for stdout, instead of the table) writes every number in the
+Probabilities rounded on export (rows that miss 1 by more than the tolerance) are
+refused; ``--renormalize`` divides each row by its sum first (the metrics'
+``renormalize=True``).
+
+Output: the table on stdout; progress of the long steps on stderr, with their running
+time (``--quiet`` silences it); ``--json OUT`` (``-`` for stdout, instead of the table) writes every number in the
 schema below; ``--plot OUT.png`` (or ``.pdf``, ``.svg``; needs matplotlib) writes the
 figure. Nothing is written to disk unless asked.
 
@@ -106,7 +113,10 @@ deleting the folder is always safe. ``--no-cache`` or ``JAXCAL_NO_COMPILATION_CA
 turn it off.
 
 Errors in the input (missing keys, wrong shapes, pickles, non-numeric CSV cells, NaN,
-labels out of range, ...) are one line on stderr and exit code 2, never a traceback.
+labels out of range, ...) and arguments out of range (``--bins`` in [1, 10**6],
+``--resamples`` in [2, 10**6], ``--folds`` in [2, 10**4], ``--seed`` in [0, 2**63)) or
+destinations that cannot be written are one line on stderr and exit code 2, never a
+traceback, found before any computation.
 """
 
 from __future__ import annotations

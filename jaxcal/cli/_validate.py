@@ -5,8 +5,8 @@ A malformed file must cost no computation: the library's checks run on the devic
 shapes, NaN, the [0, 1] range, the simplex and the label range are therefore checked
 here on the host, in NumPy, in row chunks (memory: one chunk in float64, whatever N),
 with the library's own messages (:mod:`jaxcal._checks`, given a host summary). Input
-that passes is validated again by :func:`jaxcal._checks.check_probs_labels`, which also
-converts it.
+that passes is converted by :func:`jaxcal._checks.check_probs_labels` (its static
+checks only; with ``--renormalize`` its value checks too, after dividing the rows).
 """
 
 from __future__ import annotations
@@ -72,7 +72,10 @@ def validate(model: Model, *, renormalize: bool = False) -> Model:
     """
     try:
         _host_checks(model.probs, model.labels, renormalize)
-        probs, labels, _ = check_probs_labels(model.probs, model.labels, renormalize=renormalize)
+        # The host checked every value (unless the rows are to be renormalized first).
+        probs, labels, _ = check_probs_labels(
+            model.probs, model.labels, values=renormalize, renormalize=renormalize
+        )
     except ValueError as err:
         raise InputError(f"{model.source}: {err}") from err
     if probs.ndim == 2 and probs.shape[1] < 2:
