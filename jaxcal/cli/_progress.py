@@ -3,7 +3,8 @@
 A phase (reading a file, one compiled report computation) cannot say how far it is, so
 the line says how long it has run: on a terminal ``jaxcal: MESSAGE ... 12 s`` is redrawn
 in place every second; elsewhere (a log file, CI) a line ``jaxcal: MESSAGE ... 30 s`` is
-added every ``interval`` seconds. The end is ``done (T s)`` or ``failed``. ``delay``
+added every ``interval`` seconds. The last line is ``jaxcal: MESSAGE ... done (T s)`` (or
+``failed``). ``delay``
 shows a phase only once it has run that long, so that a quick phase, or a bad file that
 fails at once, prints nothing (an error stays one line on stderr).
 """
@@ -38,10 +39,8 @@ class Progress:
         step = 1.0 if tty else self.interval
         while not self.stop.wait(step):
             took = time.perf_counter() - self.start
-            if tty:
-                self._write(f"\rjaxcal: {self.message} ... {took:.0f} s")
-            else:
-                self._write(f"\njaxcal: {self.message} ... {took:.0f} s")
+            self.beats = "\r" if tty else "\n"
+            self._write(f"{self.beats}jaxcal: {self.message} ... {took:.0f} s")
 
     def _show(self) -> None:
         self.shown = True
@@ -49,7 +48,7 @@ class Progress:
 
     def __enter__(self) -> Progress:
         self.start = time.perf_counter()
-        self.shown = False
+        self.shown, self.beats = False, ""
         if self.quiet:
             return self
         if self.delay <= 0:
@@ -66,5 +65,7 @@ class Progress:
         self.thread.join()
         if self.shown:
             took = time.perf_counter() - self.start
+            if self.beats:  # the last line reads "jaxcal: MESSAGE ... done (T s)"
+                self._write(f"{self.beats}jaxcal: {self.message} ...")
             self._write(f" done ({took:.1f} s)\n" if exc_type is None else " failed\n")
         return False
