@@ -91,6 +91,7 @@ CASES = [
     ("float labels", lambda t: [_npz(t, "flt.npz", probs=P2, labels=Y2 + 0.5)], "must hold integers"),
     ("off-simplex rows", lambda t: [_npz(t, "off.npz", probs=P2 * 0.5, labels=Y2)], "rows must sum to 1"),
     ("3-D probs", lambda t: [_npz(t, "cube.npz", probs=P2[None], labels=Y2)], "must be 1-D (N,) or 2-D (N, K)"),
+    ("complex probs", lambda t: [_npz(t, "cplx.npz", probs=P2.astype(np.complex64), labels=Y2)], "must hold real numbers"),
     ("string probs", lambda t: [_npz(t, "str.npz", probs=np.array(["a", "b"]), labels=Y2[:2])], "must be numeric"),
     ("infinite logits", lambda t: [_npz(t, "inf.npz", logits=np.full((4, 2), np.inf), labels=Y2)], "must be finite"),
     ("BOM csv, wrong label column", lambda t: [_text(t, "bom.csv", CSV, "utf-8-sig"), "--labels", "y"], "no column 'y' for the labels"),

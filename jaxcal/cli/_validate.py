@@ -40,6 +40,8 @@ def _summary(probs: np.ndarray) -> tuple[float, float, float, float]:
 
 def _host_checks(probs: np.ndarray, labels: np.ndarray, renormalize: bool) -> None:
     """Raise ValueError (the library's message) for what the library would refuse."""
+    if np.iscomplexobj(probs):
+        raise ValueError(f"`probs` must hold real numbers; got dtype {probs.dtype}.")
     if probs.ndim not in (1, 2):
         raise ValueError(
             f"`probs` must be 1-D (N,) or 2-D (N, K); got {probs.ndim}-D shape {probs.shape}."
