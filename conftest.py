@@ -25,6 +25,9 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 
 # Modules whose doctests need an optional extra (tests/ skip with importorskip instead).
 collect_ignore = [] if importlib.util.find_spec("flax") else ["jaxcal/streaming/_nnx.py"]
+# A script that test_api.py runs in a process of its own (it sets XLA_FLAGS for 4 devices
+# and builds meshes at import): never imported by the test session's doctest collection.
+collect_ignore += ["tests/api_shard_map.py"]
 if not importlib.util.find_spec("pyarrow"):  # the parquet extra
     collect_ignore += [f"jaxcal/streaming/_{m}.py" for m in ("arrow", "parquet", "dask")]
     collect_ignore += ["jaxcal/cli/_parquet.py"]
