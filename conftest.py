@@ -10,6 +10,7 @@ Doctests are the examples users copy: they run with JAX's default (standard) dty
 promotion, the setting users have.
 """
 
+import gc
 import importlib.util
 import os
 from pathlib import Path
@@ -18,12 +19,22 @@ import jax
 import pytest
 from _pytest.doctest import DoctestItem
 
-os.environ.setdefault("XLA_FLAGS", "")
+# The suite compiles thousands of small programs that each run for microseconds, so compile
+# time is nearly all of its time. XLA:CPU's classic fusion emitters at LLVM -O0 compile them
+# 2.7x faster (tests/test_ece.py: 101 -> 37 CPU-s) and the whole suite passes the same way;
+# `jaxcal report` compiles its own kernels with these options too (jaxcal/cli/_kernels.py).
+# JAXCAL_TEST_DEFAULT_XLA=1 runs the suite with XLA's default (optimised) code generation.
+if os.environ.get("JAXCAL_TEST_DEFAULT_XLA", "").strip().lower() in ("", "0", "false", "no"):
+    _fast_compile = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_fast_compile}".strip()
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 # Modules whose doctests need an optional extra (tests/ skip with importorskip instead).
 collect_ignore = [] if importlib.util.find_spec("flax") else ["jaxcal/streaming/_nnx.py"]
+# A script that test_api.py runs in a process of its own (it sets XLA_FLAGS for 4 devices
+# and builds meshes at import): never imported by the test session's doctest collection.
+collect_ignore += ["tests/api_shard_map.py"]
 if not importlib.util.find_spec("pyarrow"):  # the parquet extra
     collect_ignore += [f"jaxcal/streaming/_{m}.py" for m in ("arrow", "parquet", "dask")]
     collect_ignore += ["jaxcal/cli/_parquet.py"]
@@ -52,3 +63,19 @@ def pytest_runtest_call(item):
         return (yield)
     with jax.numpy_dtype_promotion("standard"):
         return (yield)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_code():
+    """Free every compiled executable after each test module.
+
+    One process compiles the whole suite (thousands of executables). Kept alive, their
+    machine code grew the process past 5.5 GB, and XLA:CPU then crashed inside a
+    compilation (SIGSEGV in CI, SIGABRT at -O0), at a point that depends only on how much
+    was compiled before it, never in a module run alone. Modules share few programs, so
+    clearing JAX's caches here costs little: what a later module compiles again is read
+    back from the persistent cache above.
+    """
+    yield
+    jax.clear_caches()
+    gc.collect()

@@ -22,10 +22,10 @@ from jaxcal.cli._io import (
     load_demo,
     load_npy,
     load_npz,
-    validate,
 )
 from jaxcal.cli._main import main
 from jaxcal.cli._report import CONFIDENCE, DECOMPOSITION, ROW_ORDER, compute_report
+from jaxcal.cli._validate import validate
 
 __all__ = [
     "CONFIDENCE",

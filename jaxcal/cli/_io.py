@@ -8,15 +8,17 @@ Every problem with a file is an :class:`InputError` naming the file and what was
 from __future__ import annotations
 
 import argparse
-import csv
 import fnmatch
+import struct
+import zipfile
 from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-from jaxcal._checks import check_probs_labels
+from jaxcal.cli._csv import CsvError, read_columns, read_header
+from jaxcal.cli._npz import member_names, read_members
 
 DEMO_FILES = (("GaussianNB", "digits_gaussian_nb.npz"), ("MLP", "digits_mlp.npz"))
 DEMO_DESCRIPTION = (
@@ -84,28 +86,28 @@ def load_npz(path: Path, *, probs_key=None, logits_key=None, labels_key=None, na
     """A model from an ``.npz`` file; pickled objects are refused."""
     labels_key = labels_key or "labels"
     try:
-        with np.load(path, allow_pickle=False) as data:
-            files = set(data.files)
-            wanted = [k for k in (probs_key, logits_key, labels_key) if k is not None]
-            missing = [k for k in wanted if k not in files]
-            has_scores = (probs_key or "probs") in files or (logits_key or "logits") in files
-            if missing or not has_scores:
-                need = missing or ["probs' or 'logits"]
-                raise InputError(
-                    f"{path}: missing key(s) {need}; found {sorted(files)}. "
-                    "Save with np.savez(path, probs=..., labels=...) (or logits=...)."
-                )
-
-            def get(key):
-                return np.asarray(data[key]) if key in files else None
-
-            probs = get(probs_key or "probs") if logits_key is None or probs_key else None
-            logits = get(logits_key or "logits") if probs_key is None or logits_key else None
-            labels = get(labels_key)
+        files = member_names(path)
+        wanted = [k for k in (probs_key, logits_key, labels_key) if k is not None]
+        missing = [k for k in wanted if k not in files]
+        has_scores = (probs_key or "probs") in files or (logits_key or "logits") in files
+        if missing or not has_scores:
+            need = missing or ["probs' or 'logits"]
+            raise InputError(
+                f"{path}: missing key(s) {need}; found {sorted(files)}. "
+                "Save with np.savez(path, probs=..., labels=...) (or logits=...)."
+            )
+        # A key named alone (--probs or --logits) uses that array only; else both if present.
+        probs_key, logits_key = (
+            (probs_key or "probs") if logits_key is None or probs_key else None,
+            (logits_key or "logits") if probs_key is None or logits_key else None,
+        )
+        keys = [k for k in (probs_key, logits_key, labels_key) if k is not None and k in files]
+        arrays = read_members(path, keys)
     except InputError:
         raise
-    except (OSError, ValueError, EOFError) as err:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, struct.error) as err:
         raise InputError(f"{path}: cannot read as .npz ({err}).") from err
+    probs, logits, labels = (arrays.get(k) for k in (probs_key, logits_key, labels_key))
     return _model(path, name or path.stem, probs, logits, labels)
 
 
@@ -156,16 +158,33 @@ def label_column(path: Path, header: list[str], labels_col: str | None) -> str:
     return labels_col
 
 
+def _check_columns(path: Path, names: list[str], values: np.ndarray, probs: bool) -> None:
+    """Name the column and the data row of a non-finite (or, for probabilities, outside
+    [0, 1]) value, so that an extra ``id`` column is not reported as a bad probability."""
+    for j, name in enumerate(names):
+        column = values[:, j]
+        bad = ~np.isfinite(column)
+        if probs:
+            bad |= (column < 0) | (column > 1)
+        if not bad.any():
+            continue
+        i = int(np.argmax(bad))
+        if not np.isfinite(column[i]):
+            raise InputError(
+                f"{path}: column {name!r} must be finite; got {column[i]} in data row {i + 1}."
+            )
+        raise InputError(
+            f"{path}: column {name!r} must hold probabilities in [0, 1]; got {column[i]} in "
+            f"data row {i + 1} (choose the score columns with --probs COLS)."
+        )
+
+
 def load_csv(path: Path, *, probs_cols=None, logits_cols=None, labels_col=None) -> Model:
-    """A model from a ``.csv`` file with a header row (stdlib ``csv`` and NumPy only)."""
+    """A model from a ``.csv`` file with a header row (NumPy's parser, :mod:`._csv`)."""
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = [row for row in csv.reader(f) if row and any(c.strip() for c in row)]
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
-        raise InputError(f"{path}: cannot read as .csv ({err}).") from err
-    if len(rows) < 2:
-        raise InputError(f"{path}: a .csv file needs a header row and at least one data row.")
-    header = [h.strip() for h in rows[0]]
+        header = read_header(path)
+    except CsvError as err:
+        raise InputError(f"{path}: {err}.") from err
     y_idx = header.index(label_column(path, header, labels_col))
     spec = logits_cols if logits_cols is not None else probs_cols
     if spec:
@@ -174,23 +193,14 @@ def load_csv(path: Path, *, probs_cols=None, logits_cols=None, labels_col=None) 
         score_idx = [i for i in range(len(header)) if i != y_idx]
     if y_idx in score_idx or not score_idx:
         raise InputError(f"{path}: the score columns must be other than the label column.")
-    values = np.empty((len(rows) - 1, len(header)), dtype=np.float64)
-    for r, row in enumerate(rows[1:], start=2):
-        if len(row) != len(header):
-            raise InputError(
-                f"{path}: line {r} has {len(row)} fields; the header has {len(header)}."
-            )
-        for c in [y_idx, *score_idx]:
-            cell = row[c].strip()
-            try:
-                values[r - 2, c] = float(cell)
-            except ValueError:
-                raise InputError(
-                    f"{path}: non-numeric value {cell!r} in column {header[c]!r}, line {r}."
-                ) from None
-    scores = values[:, score_idx]
+    try:
+        values = read_columns(path, header, [y_idx, *score_idx])
+    except CsvError as err:
+        raise InputError(f"{path}: {err}.") from err
+    labels, scores = values[:, 0], values[:, 1:]
+    _check_columns(path, [header[y_idx]], values[:, :1], probs=False)
+    _check_columns(path, [header[i] for i in score_idx], scores, probs=logits_cols is None)
     scores = scores[:, 0] if len(score_idx) == 1 else scores
-    labels = values[:, y_idx]
     if logits_cols is not None:
         return _model(path, path.stem, None, scores, labels)
     return _model(path, path.stem, scores.astype(np.float32), None, labels)
@@ -234,18 +244,3 @@ def load_demo() -> list[Model]:
             model = load_npz(Path(local), name=name)
         models.append(model._replace(source=f"jaxcal/data/{filename}"))
     return models
-
-
-def validate(model: Model) -> Model:
-    """Value checks (shapes, NaN, range, simplex, labels) as InputError; labels as int32."""
-    try:
-        probs, labels, _ = check_probs_labels(model.probs, model.labels)
-    except ValueError as err:
-        raise InputError(f"{model.source}: {err}") from err
-    if probs.ndim == 2 and probs.shape[1] < 2:
-        raise InputError(
-            f"{model.source}: `probs` needs at least 2 class columns; got {probs.shape}."
-        )
-    return model._replace(
-        probs=np.asarray(probs, dtype=np.float32), labels=np.asarray(labels, dtype=np.int32)
-    )

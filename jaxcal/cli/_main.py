@@ -17,11 +17,14 @@ Input files (the format is decided by the extension):
   probabilities are their softmax (sigmoid for (N,)); when it has both, the metrics use
   ``probs`` and temperature scaling uses ``logits``. ``--probs [KEY]`` or ``--logits
   [KEY]`` use that one array only (default key ``probs`` or ``logits``). Pickled (object)
-  arrays are refused.
+  arrays are refused. Members stored uncompressed (``np.savez``) are memory-mapped, not
+  copied.
 * ``.npy``: one array of scores, with the labels in a second ``.npy`` given by
   ``--labels LABELS.npy`` (required). The scores are probabilities, or logits with
   ``--logits`` (no value).
-* ``.csv``: a header row, then one row per sample, numbers only (no pandas needed).
+* ``.csv``: a header row, then one row per sample, numbers only (read by NumPy's parser;
+  UTF-8 with or without the byte-order mark Excel writes; a cell is a plain decimal
+  number, so ``1_0`` is an error, not 10; every value error names the column and row).
   ``--labels COL`` names the label column (default: the first of ``label``, ``labels``,
   ``y``, ``target``, ``class`` present); ``--probs COLS`` or ``--logits COLS`` name the
   score columns, comma-separated, each a name or a glob (``--probs 'p_*'``), in that
@@ -52,8 +55,12 @@ test of its cumulative differences (:func:`jaxcal.stats.multicalibration_error`,
 for all), listed by Holm-adjusted p-value, with the family-wise p-value; the JSON gains a
 ``"segments"`` entry per model (schema in :mod:`jaxcal.cli._segments`).
 
-Output: the table on stdout; progress of the long steps on stderr (``--quiet`` silences
-it); ``--json OUT`` (``-`` for stdout, instead of the table) writes every number in the
+Probabilities rounded on export (rows that miss 1 by more than the tolerance) are
+refused; ``--renormalize`` divides each row by its sum first (the metrics'
+``renormalize=True``).
+
+Output: the table on stdout; progress of the long steps on stderr, with their running
+time (``--quiet`` silences it); ``--json OUT`` (``-`` for stdout, instead of the table) writes every number in the
 schema below; ``--plot OUT.png`` (or ``.pdf``, ``.svg``; needs matplotlib) writes the
 figure. Nothing is written to disk unless asked.
 
@@ -106,7 +113,10 @@ deleting the folder is always safe. ``--no-cache`` or ``JAXCAL_NO_COMPILATION_CA
 turn it off.
 
 Errors in the input (missing keys, wrong shapes, pickles, non-numeric CSV cells, NaN,
-labels out of range, ...) are one line on stderr and exit code 2, never a traceback.
+labels out of range, ...) and arguments out of range (``--bins`` in [1, 10**6],
+``--resamples`` in [2, 10**6], ``--folds`` in [2, 10**4], ``--seed`` in [0, 2**63)) or
+destinations that cannot be written are one line on stderr and exit code 2, never a
+traceback, found before any computation.
 """
 
 from __future__ import annotations
@@ -114,42 +124,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from jaxcal.cli._args import LIMITS, check_args
 from jaxcal.cli._cache import kernel_folder
 from jaxcal.cli._fit import compute_fit, fit_calls
 from jaxcal.cli._format import _json_safe, _table, format_p, print_report, report_json, write_plot
-from jaxcal.cli._io import InputError, load, load_demo, validate
+from jaxcal.cli._io import InputError, load, load_demo
 from jaxcal.cli._kernels import set_store
 from jaxcal.cli._parquet import is_parquet, report_parquet
+from jaxcal.cli._progress import Progress
 from jaxcal.cli._report import CONFIDENCE, compute_report, report_call
 from jaxcal.cli._segments import compute_segments, print_segments, read_column
-
-
-class _Progress:
-    """'message ... done (1.2 s)' on stderr, unless quiet."""
-
-    def __init__(self, quiet: bool):
-        self.quiet = quiet
-
-    def __call__(self, message: str):
-        self.message = message
-        return self
-
-    def __enter__(self):
-        self.start = time.perf_counter()
-        if not self.quiet:
-            print(f"jaxcal: {self.message} ...", end="", file=sys.stderr, flush=True)
-        return self
-
-    def __exit__(self, exc_type, *_):
-        if not self.quiet:
-            took = time.perf_counter() - self.start
-            end = f" done ({took:.1f} s)" if exc_type is None else " failed"
-            print(end, file=sys.stderr, flush=True)
-        return False
+from jaxcal.cli._validate import validate
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -202,7 +190,18 @@ def _parser() -> argparse.ArgumentParser:
         default=200,
         help="bootstrap and consistency resamples (default 200)",
     )
-    rep.add_argument("--seed", type=int, default=0, help="seed of resamples and folds (default 0)")
+    rep.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help=f"seed of resamples and folds, in [0, {LIMITS['seed'][1] + 1:#x}) (default 0)",
+    )
+    rep.add_argument(
+        "--renormalize",
+        action="store_true",
+        help="divide each probability row by its sum (rounded exports whose rows miss 1 "
+        "by more than the tolerance); the metrics' renormalize=True",
+    )
     rep.add_argument(
         "--by",
         metavar="COLUMN",
@@ -225,25 +224,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check_args(args: argparse.Namespace) -> None:
-    if args.bins < 1:
-        raise InputError(f"--bins must be an integer >= 1; got {args.bins}.")
-    streamed = bool(args.files) and all(is_parquet(p) for p in args.files)
-    if args.resamples < (0 if streamed else 1):
-        least = 0 if streamed else 1
-        raise InputError(f"--resamples must be an integer >= {least}; got {args.resamples}.")
-    if args.folds < 2:
-        raise InputError(f"--folds must be an integer >= 2; got {args.folds}.")
-    if args.seed < 0:
-        raise InputError(f"--seed must be a non-negative integer; got {args.seed}.")
-    if args.demo == bool(args.files):
-        raise InputError("give either FILE(s) or --demo.")
-    if args.by is not None and args.demo:
-        raise InputError("--by needs FILE(s), not --demo.")
-    if args.plot is not None and args.plot.suffix.lower() not in (".png", ".pdf", ".svg"):
-        raise InputError(f"--plot must end in .png, .pdf or .svg; got {args.plot}.")
-
-
 def _prepare(models, args: argparse.Namespace, fit: bool) -> None:
     """Trace every kernel the models need, their compilation started in worker threads."""
     for model in models:
@@ -261,25 +241,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``jaxcal`` console script; returns the exit code."""
     args = _parser().parse_args(argv)
     set_store(kernel_folder(no_cache=args.no_cache))
-    progress = _Progress(args.quiet)
+    progress = Progress(args.quiet)
     try:
-        _check_args(args)
+        check_args(args)
         if any(is_parquet(p) for p in args.files):
             if not all(is_parquet(p) for p in args.files):
                 raise InputError("Parquet input is streamed: report it apart from other files.")
+            if args.renormalize:
+                raise InputError("--renormalize is not available for Parquet input.")
             return report_parquet(args)
-        models = load_demo() if args.demo else [load(path, args) for path in args.files]
-        models = [validate(m) for m in models]
+        fit = args.demo if args.fit is None else args.fit
+        models = []
+        for path in [None] if args.demo else args.files:
+            with progress(f"reading {path or 'the demo data'}", delay=2.0):
+                loaded = load_demo() if path is None else [load(path, args)]
+                for m in loaded:
+                    if fit and m.probs.shape[0] < 2 * args.folds:
+                        raise InputError(
+                            f"{m.source}: --fit with {args.folds} folds needs at least "
+                            f"{2 * args.folds} samples; got {m.probs.shape[0]}."
+                        )
+                    models.append(validate(m, renormalize=args.renormalize))
         names = [m.name for m in models]
         if len(set(names)) < len(names):  # same stem in different folders
             models = [m._replace(name=f"{m.name}#{i + 1}") for i, m in enumerate(models)]
-        fit = args.demo if args.fit is None else args.fit
-        for m in models if fit else ():
-            if m.probs.shape[0] < 2 * args.folds:
-                raise InputError(
-                    f"{m.source}: --fit with {args.folds} folds needs at least "
-                    f"{2 * args.folds} samples; got {m.probs.shape[0]}."
-                )
         settings = {
             "n_bins": args.bins,
             "resamples": args.resamples,

@@ -15,7 +15,6 @@ family-wise result. JSON: each model gains ``"segments"``::
 
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcal import stats
+from jaxcal.cli._csv import CsvError, read_header, read_text_column
 from jaxcal.cli._io import InputError, Model
 
 _LOG10_E = 1 / math.log(10)
@@ -32,13 +32,13 @@ def read_column(path: Path, column: str, n: int) -> np.ndarray:
     """The ``(N,)`` segment values of ``column`` in the ``.csv`` or ``.npz`` at ``path``."""
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = [row for row in csv.reader(f) if row and any(c.strip() for c in row)]
-        header = [h.strip() for h in rows[0]]
+        try:
+            header = read_header(path)
+        except CsvError as err:
+            raise InputError(f"{path}: {err}.") from err
         if column not in header:
             raise InputError(f"{path}: no column {column!r} for --by; columns: {header}.")
-        j = header.index(column)
-        values = np.array([row[j].strip() for row in rows[1:]])
+        values = read_text_column(path, header, header.index(column))
     elif suffix == ".npz":
         with np.load(path, allow_pickle=False) as data:
             if column not in data.files:
