@@ -34,6 +34,7 @@ from jaxcal._numerics import (
     compute_dtype,
     tree_sum,
     two_product,
+    vary_like,
 )
 from jaxcal._sort import argsort, sort
 
@@ -199,7 +200,8 @@ def first_reaching(cum: jax.Array, b: jax.Array, n_bins, strict: bool) -> jax.Ar
         return jnp.where(open_ & ~ok, mid + 1, lo), jnp.where(open_ & ok, mid, hi)
 
     lo = jnp.zeros(b.shape, jnp.int32)
-    lo, _ = jax.lax.fori_loop(0, max(1, n.bit_length()), halve, (lo, jnp.full_like(lo, n)))
+    bounds = vary_like((lo, jnp.full_like(lo, n)), cum)  # typed like the data in shard_map
+    lo, _ = jax.lax.fori_loop(0, max(1, n.bit_length()), halve, bounds)
     return jnp.minimum(lo, n - 1)
 
 

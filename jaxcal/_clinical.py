@@ -23,7 +23,8 @@ import jax.numpy as jnp
 from jax.scipy.special import ndtri
 
 from jaxcal._checks import check_probs_labels
-from jaxcal._numerics import compute_dtype
+from jaxcal._numerics import compute_dtype, vary_like
+from jaxcal._validity import mask_padding
 
 #: Ridge toward the calibrated values (a, b) = (0, 1), per unit of total weight: it keeps
 #: the estimate finite when the likelihood has no maximiser (separable data, one class
@@ -140,7 +141,8 @@ def logistic_newton(
         return ~done & (it < MAX_ITER)
 
     prior = jax.lax.stop_gradient(prior)
-    theta, done, _ = jax.lax.while_loop(cond, step, (prior, jnp.asarray(False), jnp.int32(0)))
+    init = vary_like((prior, jnp.asarray(False), jnp.int32(0)), loss(fixed, prior[None, :]))
+    theta, done, _ = jax.lax.while_loop(cond, step, init)
     grad, info = hessian(data, theta)
     newton = jnp.linalg.solve(info, grad)
     newton = jnp.where(jnp.isfinite(newton), newton, 0)  # no weight: no information
@@ -180,7 +182,8 @@ def _binary_fit(p, y, w, z):
 def per_class(binary, probs, labels, weights, confidence):
     """``binary(p, y, w, z)`` on the positive class of 1-D probs, or on each column of
     ``(N, K)`` probs one-vs-rest (vmapped; fields of shape ``(K,)``); z the normal
-    quantile of ``confidence``."""
+    quantile of ``confidence``. Rows of weight 0 may hold anything (masked first)."""
+    probs, labels, _ = mask_padding(probs, labels, weights)
     dtype = compute_dtype(probs.dtype)
     p = probs.astype(dtype)
     w = jnp.ones(p.shape[:1], dtype) if weights is None else weights.astype(dtype)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcal._checks import as_float, values_checkable
-from jaxcal._loss_inputs import check_logits_labels, true_class_log_prob
+from jaxcal._loss_inputs import check_logits_labels, mask_padding_logits, true_class_log_prob
 from jaxcal._numerics import upcast, weighted_mean
 
 #: FLSD-53 (Mukhoti et al. 2020): gamma = 5 where the true class's probability is below
@@ -68,6 +68,7 @@ def _focal_terms(log_p: jax.Array, gamma: jax.Array) -> jax.Array:
 
 @jax.jit
 def _focal_kernel(logits, labels, weights, gamma):
+    logits, labels = mask_padding_logits(logits, labels, weights)
     log_p = true_class_log_prob(logits, labels)
     gamma = jnp.asarray(gamma).astype(log_p.dtype)
     return weighted_mean(_focal_terms(log_p, gamma), weights)
@@ -75,6 +76,7 @@ def _focal_kernel(logits, labels, weights, gamma):
 
 @jax.jit
 def _flsd53_kernel(logits, labels, weights):
+    logits, labels = mask_padding_logits(logits, labels, weights)
     log_p = true_class_log_prob(logits, labels)
     gamma = flsd53_gamma(jax.lax.stop_gradient(jnp.exp(log_p)))
     return weighted_mean(_focal_terms(log_p, gamma), weights)

@@ -49,6 +49,7 @@ def _log_gamma_cf(a: jax.Array, x: jax.Array) -> jax.Array:
     return -x + a * jnp.log(x) - gammaln(a) + jnp.log(h)
 
 
+@jax.jit  # one compiled kernel: eagerly, the loop's closures would be new each call
 def _log_chi2_sf(x: jax.Array, df: jax.Array) -> jax.Array:
     a = df / 2
     half = jnp.maximum(x, 0) / 2

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._isotonic import float_keys
-from jaxcal._numerics import safe_divide
+from jaxcal._numerics import safe_divide, vary_like
 from jaxcal._sort import argsort, sort
 
 #: Moments 0..11: (x^3)^3 of the tricube weight times x^2 of the local linear fit.
@@ -154,6 +154,7 @@ def _query(tree: _Tree, levels: int, ranges, xi: jax.Array, h: jax.Array):
             new_accs.append(acc)
         return tuple(new_bounds), tuple(new_accs)
 
+    zero = vary_like(vary_like(zero, xi), tree.right)  # the body reads both
     _, accs = jax.lax.fori_loop(0, levels, level, (ranges, (zero, zero)))
     return accs
 

@@ -12,8 +12,9 @@ finite gradients.
   ``sigmoid(logits)``, labels 0/1 (or bool).
 
 ``weights`` ``(N,)`` are non-negative sample weights; 0 masks the padding rows of a
-fixed-shape batch (their logits must still be finite: 0 * NaN is NaN). Every loss is a
-weighted mean or a functional of weighted sums, and zero total weight gives 0.
+fixed-shape batch: under ``jit`` they may hold anything (NaN logits, the ignore label
+-100), which every kernel first makes harmless (:func:`mask_padding_logits`). Every loss
+is a weighted mean or a functional of weighted sums, and zero total weight gives 0.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._checks import as_float, check_finite, check_labels, check_weights
-from jaxcal._numerics import upcast
+from jaxcal._numerics import mask_unweighted, upcast
 
 
 def check_logits_labels(
@@ -52,6 +53,23 @@ def check_logits_labels(
     n = arr.shape[0]
     num_classes = 2 if arr.ndim == 1 else arr.shape[1]
     return arr, check_labels(labels, n, num_classes), check_weights(weights, n)
+
+
+def mask_padding_logits(
+    logits: jax.Array, labels: jax.Array, weights: jax.Array | None
+) -> tuple[jax.Array, jax.Array]:
+    """Kernel: ``(logits, labels)`` with the padding of zero-weight rows made harmless.
+
+    As the metrics' :func:`jaxcal._validity.mask_padding` does for probabilities: in rows
+    without positive weight, non-finite logits become 0 and labels outside ``[0, K)``
+    become 0; the weight 0 keeps those rows out of every sum. The select comes before the
+    softmax, so the masked entries get a zero derivative, not ``0 * NaN``; valid rows and
+    the derivatives with respect to them are unchanged. No weights: the inputs as they are.
+    """
+    k = 2 if logits.ndim == 1 else logits.shape[1]
+    logits = mask_unweighted(logits, weights, 0)
+    labels = mask_unweighted(labels, weights, 0, (labels < 0) | (labels >= k))
+    return logits, labels
 
 
 def probabilities(logits: jax.Array) -> jax.Array:

@@ -327,8 +327,12 @@ def vary_like(tree: Any, data: jax.Array) -> Any:
 
 
 def int_dtype_of(dtype: Any) -> jnp.dtype:
-    """The signed integer dtype of ``dtype``'s width (for bit-pattern arithmetic)."""
-    return jnp.dtype(jnp.int32 if jnp.dtype(dtype).itemsize == 4 else jnp.int64)
+    """The signed integer dtype of ``dtype``'s width (for bit-pattern arithmetic).
+
+    16-bit floats (bf16/f16 weights reach :func:`pow2`) get int16: int64 does not exist
+    without x64, and a bit cast needs equal widths.
+    """
+    return jnp.dtype({2: jnp.int16, 4: jnp.int32}.get(jnp.dtype(dtype).itemsize, jnp.int64))
 
 
 def bisect_nonnegative(

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._checks import check_option, check_positive_int
-from jaxcal._loss_inputs import check_logits_labels, probabilities
+from jaxcal._loss_inputs import check_logits_labels, mask_padding_logits, probabilities
 from jaxcal._mmce import MMCE_MIN_BANDWIDTH, mmce_value
 from jaxcal._numerics import weighted_mean
 from jaxcal._objectives import check_hyperparameter, float_scores_targets
@@ -32,6 +32,7 @@ MMCE_LOSS_BANDWIDTH = 0.1
 
 @partial(jax.jit, static_argnames=("n_bins", "norm"))
 def _soft_ece_loss_kernel(logits, labels, weights, temperature, n_bins, norm):
+    logits, labels = mask_padding_logits(logits, labels, weights)
     return soft_ece_value(probabilities(logits), labels, weights, temperature, n_bins, norm)
 
 
@@ -125,6 +126,7 @@ def soft_ece_loss(
 
 @jax.jit
 def _mmce_loss_kernel(logits, labels, weights, bandwidth):
+    logits, labels = mask_padding_logits(logits, labels, weights)
     return mmce_value(probabilities(logits), labels, weights, bandwidth, "weighted")
 
 
@@ -201,6 +203,7 @@ def mmce_loss(
 
 @jax.jit
 def _dca_loss_kernel(logits, labels, weights):
+    logits, labels = mask_padding_logits(logits, labels, weights)
     scores, targets = float_scores_targets(probabilities(logits), labels)
     return jnp.abs(weighted_mean(scores, weights) - weighted_mean(targets, weights))
 

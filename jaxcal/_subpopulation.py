@@ -81,7 +81,9 @@ def _kernel(scores, labels, weights, member):
     bits_s, perm = _sort(bits, jnp.arange(n, dtype=jnp.int32))
     s_s, y_s = s[perm], y[perm]
     w_s = jnp.ones_like(s) if w is None else w[perm]
-    m_s = member[perm]
+    # A row of weight 0 is in no population: padding marked as a member would otherwise
+    # add a subpopulation score, and move the bins of the rows around it.
+    m_s = member[perm] if w is None else member[perm] & (w_s > 0)
     bins = _bins(bits_s, lax.stop_gradient(s_s), m_s)
     zero = jnp.zeros_like(w_s)
     ws_sub = jnp.where(m_s, w_s, zero)

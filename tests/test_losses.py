@@ -288,16 +288,20 @@ def test_padding_rows_with_zero_weight_change_nothing():
     pads = [
         (np.concatenate([z, garbage]), np.concatenate([y, (np.arange(16) + 2) % 5])),
         (np.concatenate([z, np.zeros((16, 5))]), np.concatenate([y, np.zeros(16, int)])),
+        # what a padded batch holds under jit: NaN logits and the ignore label -100
+        (np.concatenate([z, np.full((16, 5), np.nan)]), np.concatenate([y, np.full(16, -100)])),
     ]
     with x64():
         for name, fn in ALL.items():
             value_and_grad = jax.jit(jax.value_and_grad(fn))
-            (value, grad), (other, other_grad) = (
+            (value, grad), *others = (
                 value_and_grad(jnp.asarray(pz), py, weights=mask) for pz, py in pads
             )
             assert_close(value, fn(z, y), err_msg=name)
-            assert_close(other, value, err_msg=name)
-            assert_close(other_grad[:48], grad[:48], atol=1e-15, err_msg=name)  # round-off
+            for other, other_grad in others:
+                assert_close(other, value, err_msg=name)
+                assert_close(other_grad[:48], grad[:48], atol=1e-15, err_msg=name)  # round-off
+                assert np.all(np.asarray(other_grad[48:]) == 0), name  # no 0 * NaN
             assert np.all(np.asarray(grad[48:]) == 0), name
             assert np.all(np.isfinite(np.asarray(grad[:48]))), name
 

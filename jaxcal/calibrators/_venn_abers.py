@@ -40,7 +40,7 @@ import jax.numpy as jnp
 
 from jaxcal._checks import check_option
 from jaxcal._isotonic import pava, sorted_groups
-from jaxcal._numerics import compute_dtype, safe_divide
+from jaxcal._numerics import compute_dtype, safe_divide, vary_like
 from jaxcal.calibrators._base import Calibrator, from_kernels
 from jaxcal.calibrators._inputs import (
     BINARY_INPUTS,
@@ -139,6 +139,7 @@ def _upper_probs(weight: jax.Array, total: jax.Array, size: jax.Array) -> jax.Ar
         return i <= size
 
     init = (jnp.int32(0), n_corners + 1, top, below, jnp.asarray(False), stack, out)
+    init = vary_like(init, padded)  # carries typed like the data inside shard_map
     return jax.lax.while_loop(cond, step, init)[-1][: n + 1]
 
 

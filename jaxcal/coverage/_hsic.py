@@ -16,7 +16,7 @@ from jaxcal._checks import check_positive_float
 from jaxcal._numerics import safe_divide, safe_sqrt, vary_like
 from jaxcal._sort import argsort
 from jaxcal.coverage._checks import check_intervals
-from jaxcal.coverage._levels import as_levels, is_covered, squeeze_levels
+from jaxcal.coverage._levels import as_levels, is_covered, mask_padding_intervals, squeeze_levels
 
 # Fast Gauss transform of the quadratic form b^T K b, K_ij = exp(-(z_i - z_j)^2), in 1-D.
 # Cells of unit width in z; the sources of a cell are expanded in Hermite functions about its
@@ -91,6 +91,7 @@ def _sorted_cells(z: jax.Array, b: jax.Array):
 
 @jax.jit
 def _hsic_kernel(y, lower, upper, weights, inv_sqrt_k0, decay):
+    y, lower, upper = mask_padding_intervals(y, lower, upper, weights)
     dtype = lower.dtype
     has_levels = lower.ndim == 2
     lower, upper = as_levels(lower), as_levels(upper)

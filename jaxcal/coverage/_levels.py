@@ -13,7 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcal._numerics import safe_divide
+from jaxcal._numerics import mask_unweighted, safe_divide
 
 
 def level_mean(values: jax.Array, weights: jax.Array | None, dtype) -> jax.Array:
@@ -35,6 +35,17 @@ def level_mean(values: jax.Array, weights: jax.Array | None, dtype) -> jax.Array
 def is_covered(y: jax.Array, lower: jax.Array, upper: jax.Array) -> jax.Array:
     """``lower <= y <= upper`` per level, shape ``(N, L)`` (MAPIE's closed interval)."""
     return (lower <= y[:, None]) & (y[:, None] <= upper)
+
+
+def mask_padding_intervals(
+    y: jax.Array, lower: jax.Array, upper: jax.Array, weights: jax.Array | None
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(y, lower, upper)`` with non-finite values in rows of weight 0 set to 0.
+
+    Padding rows may hold NaN under ``jit``; a kernel that sums ``weight * width`` or
+    sorts the widths would carry it into the result (``0 * nan`` is NaN).
+    """
+    return tuple(mask_unweighted(x, weights, 0) for x in (y, lower, upper))
 
 
 def as_levels(x: jax.Array) -> jax.Array:

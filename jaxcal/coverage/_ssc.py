@@ -21,7 +21,12 @@ from jaxcal._checks import check_positive_int
 from jaxcal._numerics import order_statistics, safe_divide
 from jaxcal._sort import argsort
 from jaxcal.coverage._checks import check_intervals, check_set_bins, check_sets
-from jaxcal.coverage._levels import as_levels, sets_with_levels, squeeze_levels
+from jaxcal.coverage._levels import (
+    as_levels,
+    mask_padding_intervals,
+    sets_with_levels,
+    squeeze_levels,
+)
 
 
 class SizeStratifiedCoverage(NamedTuple):
@@ -118,6 +123,7 @@ def _regression_ssc_level(y, lower, upper, weights, num_bins):
 
 @partial(jax.jit, static_argnames=("num_bins",))
 def _regression_ssc_kernel(y, lower, upper, weights, num_bins):
+    y, lower, upper = mask_padding_intervals(y, lower, upper, weights)
     level = partial(_regression_ssc_level, num_bins=num_bins)
     stats = jax.vmap(level, in_axes=(None, 1, 1, None))(
         y, as_levels(lower), as_levels(upper), weights
