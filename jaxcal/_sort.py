@@ -118,7 +118,35 @@ def _host_sort(keys: np.ndarray) -> np.ndarray:
 
 
 def _callback(fn, x: jax.Array, dtype) -> jax.Array:
-    out = jax.pure_callback(fn, jax.ShapeDtypeStruct(x.shape, dtype), x, vmap_method="expand_dims")
+    """``fn`` (NumPy, last axis) on the host; 64-bit arrays cross as pairs of uint32.
+
+    The callback may run on a thread where ``jax.enable_x64()`` (a thread-local context) is
+    off, and JAX then converts a uint64 argument or result to 32 bits by value, truncating
+    it (an x64 argsort of float64 keys came back wrong in 14 of 20 calls). Pairs of uint32
+    words survive any setting; the host reassembles them with a view, which copies nothing.
+    """
+    wide_in = x.dtype.itemsize == 8
+    wide_out = np.dtype(dtype).itemsize == 8
+    in_dtype = np.dtype(x.dtype)
+
+    def host(a):
+        a = np.asarray(a)
+        if wide_in:
+            a = np.ascontiguousarray(a).view(in_dtype)[..., 0]
+        out = np.asarray(fn(a))
+        if wide_out:
+            out = np.ascontiguousarray(out).view(np.uint32).reshape(*out.shape, 2)
+        return out
+
+    arg = lax.bitcast_convert_type(x, jnp.uint32) if wide_in else x
+    result = (
+        jax.ShapeDtypeStruct((*x.shape, 2), jnp.uint32)
+        if wide_out
+        else jax.ShapeDtypeStruct(x.shape, dtype)
+    )
+    out = jax.pure_callback(host, result, arg, vmap_method="expand_dims")
+    if wide_out:
+        out = lax.bitcast_convert_type(out, dtype)
     # Inside shard_map the result varies over the mesh axes the keys vary over (the
     # callback sorts each shard's keys); pure_callback's result type does not say so.
     mat = getattr(jax.typeof(x), "manual_axis_type", None)

@@ -180,3 +180,15 @@ def test_inside_shard_map_on_four_cpu_devices(tmp_path):
         "keys": True,
         "replicated": True,
     }
+
+
+def test_x64_keys_survive_a_callback_thread_without_x64():
+    # enable_x64 is thread-local: a host callback running on a thread where it is off had
+    # its uint64 keys truncated to 32 bits by JAX (14 wrong orders in 20 calls).
+    rng = np.random.default_rng(5)
+    with x64():
+        for _ in range(10):
+            x = rng.random(LONG)
+            order = jax.jit(argsort)(jnp.asarray(x))
+            np.testing.assert_array_equal(order, np.argsort(x, kind="stable"))
+            np.testing.assert_array_equal(jax.jit(sort)(jnp.asarray(x)), np.sort(x))
