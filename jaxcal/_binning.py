@@ -131,7 +131,8 @@ def quantile_edges(
       n_bins: M >= 1.
       closed: ``"right"`` or ``"left"``, the convention the edges will be used with.
       weights: optional ``(N,)`` non-negative weights (weighted quantiles; the cumulative
-        sums are float sums in the scores' compute dtype).
+        sums are float sums in the scores' compute dtype, taken in the order of (score,
+        weight), so the edges do not depend on the order of the samples).
 
     Returns:
       ``(M + 1,)`` non-decreasing edges in the scores' compute dtype.
@@ -147,8 +148,14 @@ def quantile_edges(
     if weights is None:
         inner = sort(s)[inner_positions(n, n_bins, closed)]
     else:
-        order = argsort(s)
-        cum = jnp.cumsum(weights.astype(dtype)[order])
+        # Equal scores are ordered by weight, so the float cumulative sums (and a mass
+        # that reaches b/M exactly in real arithmetic, decided by their rounding) do not
+        # depend on the order the samples came in: a permutation of (scores, weights)
+        # gives the same edges, bit for bit.
+        w = weights.astype(dtype)
+        by_weight = argsort(w)
+        order = by_weight[argsort(s[by_weight])]
+        cum = jnp.cumsum(w[order])
         b = jnp.arange(1, n_bins, dtype=dtype)
         inner = s[order[first_reaching(cum, b, n_bins, strict=closed == "left")]]
     return jnp.concatenate([jnp.zeros(1, dtype), inner, jnp.ones(1, dtype)])
