@@ -42,6 +42,7 @@ from jaxcal._checks import check_option
 from jaxcal._isotonic import pava, sorted_groups
 from jaxcal._numerics import compute_dtype, safe_divide, vary_like
 from jaxcal.calibrators._base import Calibrator, from_kernels
+from jaxcal.calibrators._implicit import not_differentiable
 from jaxcal.calibrators._inputs import (
     BINARY_INPUTS,
     MULTICLASS_INPUTS,
@@ -273,7 +274,11 @@ def venn_abers(*, inputs: str = "probs", multiclass: bool = False) -> Calibrator
             s = x.astype(compute_dtype(x.dtype))
             return merge(*venn_abers_pair(params, s, probs_of(x, inputs)))
 
-    return from_kernels(_fit, _apply, inputs, binary=not multiclass)
+    # Like isotonic(): the fit sorts the scores and pools them, so its output is piecewise
+    # constant in them; a gradient through it would be a silent zero. Differentiating the
+    # fit raises instead (apply stays differentiable in the test scores).
+    name = "venn_abers(multiclass=True)" if multiclass else "venn_abers()"
+    return from_kernels(not_differentiable(_fit, name), _apply, inputs, binary=not multiclass)
 
 
 @jax.jit
