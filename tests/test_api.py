@@ -255,7 +255,6 @@ def _compiles_of(call):
 
 #: Known failures of the closure comparison, found by the registry and not yet fixed.
 _CLOSURE_MISMATCH = {
-    "scaling_binning.apply": "jit of a closure over the data differs from eager (open)",
     # float32 L-BFGS: probabilities 1e-4 apart between eager and the closure (open)
     "dirichlet.fit": "jit of a closure stops the fit elsewhere than eager (open)",
 }

@@ -23,6 +23,7 @@ from jaxcal._binning import (
 from jaxcal._checks import check_option, check_positive_int
 from jaxcal._isotonic import IsotonicParams, isotonic_apply, isotonic_fit
 from jaxcal._numerics import compute_dtype, safe_divide
+from jaxcal._sort import sort
 from jaxcal.calibrators._base import Calibrator, from_kernels
 from jaxcal.calibrators._binary import PlattParams, platt_scaling
 from jaxcal.calibrators._implicit import not_differentiable
@@ -49,7 +50,8 @@ class ScalingBinningParams(NamedTuple):
 
     Attributes:
       platt: :class:`PlattParams` of the scaling step.
-      edges: ``(M + 1,)`` equal-mass edges of the scaled training scores.
+      edges: ``(M + 1,)`` equal-mass edges of the scaled training scores (each inner
+        edge half way between the quantile and the next larger training score).
       values: ``(M,)`` weighted mean scaled score in each bin (0 where empty).
       filled: ``(M,)`` bool, the bin held training weight (else the scaled score is kept).
     """
@@ -58,6 +60,24 @@ class ScalingBinningParams(NamedTuple):
     edges: jax.Array
     values: jax.Array
     filled: jax.Array
+
+
+def _between_scores(edges: jax.Array, scores: jax.Array) -> jax.Array:
+    """Inner edges moved from a training score to half way to the next larger one.
+
+    A quantile edge is itself a training score g_(k), and ``apply`` recomputes g for a
+    test score: an evaluation that rounds one ulp differently (XLA folds a jitted closure
+    over concrete data with its own exp) moved a training score across its edge and
+    changed its output by 0.54. Any edge in [g_(k), g_(k+1)) bins the training data the
+    same way (right-closed); the mid-point keeps scores at or near the training scores
+    in their bins. An edge with no larger training score stays where it is.
+    """
+    ordered = sort(scores)
+    inner = edges[1:-1]
+    pos = jnp.searchsorted(ordered, inner, side="right")
+    above = ordered[jnp.minimum(pos, scores.shape[0] - 1)]
+    moved = jnp.where(pos < scores.shape[0], inner + (above - inner) / 2, inner)
+    return edges.at[1:-1].set(moved)
 
 
 def _bin_means(idx, scores, labels, n_bins, weights, of_scores):
@@ -193,7 +213,9 @@ def scaling_binning(n_bins: int = 10, *, inputs: str = "probs") -> Calibrator:
 
     1. Fit Platt scaling g (:func:`platt_scaling`, 0/1 targets) on the scores.
     2. Cut the scaled training scores g(s) into ``n_bins`` equal-mass bins (weighted
-       quantile edges, ``closed="right"``, from :mod:`jaxcal._binning`).
+       quantile edges, ``closed="right"``, from :mod:`jaxcal._binning`), each inner edge
+       moved half way to the next larger training score: the bins of the training data are
+       the same, and a score recomputed with other rounding stays in its bin.
     3. Each bin outputs the weighted mean of g(s) over its training samples - the mean of
        the *scaled scores*, not of the labels: this is what makes the calibration error of
        the output measurable with few bins (their Theorem 4.1).
@@ -230,7 +252,7 @@ def scaling_binning(n_bins: int = 10, *, inputs: str = "probs") -> Calibrator:
     def _fit(x, labels, weights):
         pp = platt.fit(x, labels, weights=weights)
         g = platt.apply(pp, x)
-        edges = quantile_edges(g, n_bins, "right", weights)
+        edges = _between_scores(quantile_edges(g, n_bins, "right", weights), g)
         idx = edges_bin_index(g, edges, "right")
         values, filled = _bin_means(idx, g, labels, n_bins, weights, of_scores=True)
         return ScalingBinningParams(pp, edges, values, filled)
