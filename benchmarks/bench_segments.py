@@ -2,6 +2,7 @@
 
 Run:  python benchmarks/bench_segments.py [--n 1e6] [--segments 1000] [--disjoint 100]
       [--mcgrad-python /path/to/venv-with-bench-torch/bin/python] [--clock cpu]
+      [--binned-only]
 
 1. **Overlapping segments.** Five categorical columns of 10 values; mcgrad's
    ``MulticalibrationError`` (mcgrad's defaults: float32, chunks of 50 segments; depth 2,
@@ -16,6 +17,10 @@ Run:  python benchmarks/bench_segments.py [--n 1e6] [--segments 1000] [--disjoin
 2. **Disjoint segments.** ``calibration_tests(groups=ids, n_groups=G)`` and
    ``multicalibration_error(probs, labels, ids, n_groups=G)`` against one ungrouped
    ``calibration_tests`` call on the same N, interleaved in one process.
+3. **Binned metrics per segment.** ``ece(groups=ids, n_groups=G)`` (one ``bin_sums`` call
+   with segment id ``group * M + bin``), ``ece`` with ten overlapping ``(N, 10)`` masks
+   (one ``bin_sums`` pass per column) and ``brier_score(groups=ids, n_groups=G)`` against their
+   ungrouped calls, jitted, interleaved, compile time apart.
 """
 
 from __future__ import annotations
@@ -26,12 +31,14 @@ import subprocess
 import sys
 import tempfile
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _timing import compile_seconds, environment, fmt_ms, time_interleaved
 
+import jaxcal
 from jaxcal import stats
 
 
@@ -108,6 +115,41 @@ def disjoint(n: int, groups: int, clock: str) -> None:
         print(f"| {name} | {fmt_ms(timing.median)} | {timing.median / base:.2f} |")
 
 
+def binned(n: int, groups: int, clock: str) -> None:
+    """``ece`` / ``brier_score`` per disjoint segment against one ungrouped call, jitted."""
+    s, y, _ = _data(n, seed=3)
+    rng = np.random.default_rng(4)
+    ids = jnp.asarray(rng.integers(0, groups, n), jnp.int32)
+    sj, yj = jnp.asarray(s, jnp.float32), jnp.asarray(y)
+    masks = jnp.asarray(rng.random((n, 10)) < 0.3)
+    # Segments passed as arguments: closed over, XLA would fold them as constants.
+    fns = {
+        "ece (ungrouped)": (jax.jit(lambda s, y, g: jaxcal.ece(s, y)), ids),
+        f"ece(groups=ids, n_groups={groups})": (
+            jax.jit(lambda s, y, g: jaxcal.ece(s, y, groups=g, n_groups=groups)),
+            ids,
+        ),
+        "ece(groups=(N, 10) masks)": (jax.jit(lambda s, y, g: jaxcal.ece(s, y, groups=g)), masks),
+        "brier_score (ungrouped)": (jax.jit(lambda s, y, g: jaxcal.brier_score(s, y)), ids),
+        f"brier_score(groups=ids, n_groups={groups})": (
+            jax.jit(lambda s, y, g: jaxcal.brier_score(s, y, groups=g, n_groups=groups)),
+            ids,
+        ),
+    }
+    compiles = {name: compile_seconds(fn, sj, yj, g) for name, (fn, g) in fns.items()}
+    cases = {name: (lambda fn=fn, g=g: fn(sj, yj, g)) for name, (fn, g) in fns.items()}
+    times = time_interleaved(cases, repeats=9, budget_s=60, clock=clock)
+    print(f"\n## binned metrics, {groups} disjoint segments, N = {n:.0e}\n")
+    print("| case | ms | / ungrouped | compile s (trace + XLA) |\n|---|---:|---:|---:|")
+    for name, timing in times.items():
+        base = times[("brier_score" if name.startswith("brier") else "ece") + " (ungrouped)"]
+        trace, comp = compiles[name]
+        print(
+            f"| {name} | {fmt_ms(timing.median)} | {timing.median / base.median:.2f} |"
+            f" {trace:.1f} + {comp:.1f} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=float, default=1e6)
@@ -115,12 +157,15 @@ def main() -> None:
     parser.add_argument("--disjoint", type=int, default=100)
     parser.add_argument("--mcgrad-python", default=None)
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    parser.add_argument("--binned-only", action="store_true", help="only part 3")
     args = parser.parse_args()
     print(environment())
     n = int(args.n)
-    if args.mcgrad_python:
+    if args.mcgrad_python and not args.binned_only:
         overlapping(n, args.segments, args.mcgrad_python, args.clock)
-    disjoint(n, args.disjoint, args.clock)
+    if not args.binned_only:
+        disjoint(n, args.disjoint, args.clock)
+    binned(n, args.disjoint, args.clock)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-import chex
 import jax
 import jax.numpy as jnp
 
@@ -26,14 +25,8 @@ from jaxcal._binning import (
 )
 from jaxcal._checks import check_option, check_probs_labels
 from jaxcal._confidence import scores_and_targets
-from jaxcal._numerics import (
-    BLOCK,
-    compute_dtype,
-    normalize_weights,
-    safe_divide,
-    safe_sqrt,
-    scale_free,
-)
+from jaxcal._numerics import BLOCK, safe_divide, safe_sqrt, scale_free
+from jaxcal._segment_bins import check_binned_groups, segment_bin_stats
 from jaxcal._validity import kernel_inputs, run_validated
 
 NORMS = ("l1", "l2", "max")
@@ -129,14 +122,22 @@ def classwise_stats(probs, labels, weights, n_bins, binning, closed, moments=Fal
     return jax.tree_util.tree_map(lambda f: f.reshape(k, n_bins), per_class)
 
 
-@partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias"))
-def _ece_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias):
+@partial(jax.jit, static_argnames=("n_bins", "binning", "norm", "closed", "debias", "n_groups"))
+def _ece_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias, groups, n_groups):
     probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
     weights = scale_free(weights)  # any scale of the weights, one answer
     scores, targets, _ = scores_and_targets(probs, labels, rows=rows)
-    _, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
-    value = gap_norm(stats, jnp.ones(1, stats.weight.dtype), norm, debias)
-    return value, summary
+    if groups is None:
+        _, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
+        value = gap_norm(stats, jnp.ones(1, stats.weight.dtype), norm, debias)
+        return value, summary
+    stats = segment_bin_stats(scores, targets, weights, n_bins, closed, groups, n_groups)
+
+    def one_segment(segment: BinStats) -> jax.Array:  # (M,) fields: a group of one
+        one = jax.tree_util.tree_map(lambda f: f[None], segment)
+        return gap_norm(one, jnp.ones(1, segment.weight.dtype), norm, debias)
+
+    return jax.vmap(one_segment)(stats), summary
 
 
 def ece(
@@ -150,6 +151,8 @@ def ece(
     debias: bool = False,
     weights: Any = None,
     renormalize: bool = False,
+    groups: Any = None,
+    n_groups: int | None = None,
 ) -> jax.Array:
     """Expected calibration error, binary (1-D ``probs``) or confidence (2-D ``probs``).
 
@@ -182,18 +185,30 @@ def ece(
       renormalize: divide each row of ``(N, K)`` probabilities by its sum first, for
         probabilities rounded on export (keyword-only; default False: rows must sum to
         1 within the simplex tolerance). No effect on ``(N,)`` probabilities.
+      groups: optional segments, one ECE per segment in one call: integer ids ``(N,)``
+        in ``[0, n_groups)`` (disjoint segments), or a boolean membership matrix
+        ``(N, G)`` (overlapping segments). Segment g's ECE is the ECE of its rows alone
+        (with their weights), on the uniform bins shared by every segment; quantile
+        binning is refused (see :mod:`jaxcal._segment_bins` for the cost and memory).
+      n_groups: the number of segments G, static; required with integer ``groups``.
 
     Returns:
-      0-d array. Zero total weight gives 0.
+      0-d array, or ``(G,)`` with ``groups``. Zero total weight (an empty segment) gives 0.
 
     Validation runs only on concrete inputs; under ``jit``/``vmap``/``grad`` the value
-    checks (range, simplex, label range) are skipped and the kernel trusts its input.
+    checks (range, simplex, label range, ids in range) are skipped and the kernel trusts
+    its input (there, ids outside ``[0, n_groups)`` belong to no segment).
 
     Example:
       >>> import jax.numpy as jnp
       >>> # bins [0, 0.5] and (0.5, 1]: |0.5 - 0.25| / 2 + |1.0 - 0.85| / 2
       >>> round(float(ece(jnp.array([0.1, 0.4, 0.8, 0.9]), jnp.array([0, 1, 1, 1]), n_bins=2)), 4)
       0.2
+      >>> # per segment: {0.1, 0.8} -> (0.1 + 0.2) / 2, {0.4, 0.9} -> (0.6 + 0.1) / 2
+      >>> e = ece(jnp.array([0.1, 0.4, 0.8, 0.9]), jnp.array([0, 1, 1, 1]), n_bins=2,
+      ...         groups=jnp.array([0, 1, 0, 1]), n_groups=2)
+      >>> [round(v, 4) for v in e.tolist()]
+      [0.15, 0.35]
 
     References:
       Naeini, Cooper & Hauskrecht (2015); Guo et al. (2017); Kumar, Liang & Ma (2019),
@@ -206,7 +221,9 @@ def ece(
     probs, labels, weights = check_probs_labels(
         probs, labels, weights, values=False, renormalize=renormalize
     )
-    return run_validated(_ece_kernel, probs, labels, weights, n_bins, binning, norm, closed, debias)
+    groups, n_groups = check_binned_groups(groups, probs.shape[0], n_groups, binning)
+    static = (n_bins, binning, norm, closed, debias, groups, n_groups)
+    return run_validated(_ece_kernel, probs, labels, weights, *static)
 
 
 def mce(
@@ -409,78 +426,3 @@ def top_label_ece(
     columns = jnp.stack([1 - probs, probs], axis=1) if probs.ndim == 1 else probs
     static = (n_bins, binning, norm, closed, debias, average)
     return run_validated(_top_label_kernel, columns, labels, weights, *static, diagnose=probs)
-
-
-@chex.dataclass(frozen=True)
-class ReliabilityCurve:
-    """Per-bin data of a reliability diagram (all arrays of shape ``(M,)`` but ``edges``).
-
-    Attributes:
-      edges: ``(M + 1,)`` bin edges.
-      counts: int32 number of samples (with positive weight) per bin.
-      weights: total sample weight per bin (equal to ``counts`` without weights).
-      mean_confidence: mean score in each bin; 0 for empty bins (mask with ``counts > 0``).
-      mean_accuracy: mean target (accuracy, or positive rate) in each bin; 0 for empty bins.
-    """
-
-    edges: jax.Array
-    counts: jax.Array
-    weights: jax.Array
-    mean_confidence: jax.Array
-    mean_accuracy: jax.Array
-
-
-@partial(jax.jit, static_argnames=("n_bins", "binning", "closed"))
-def _reliability_kernel(probs, labels, weights, n_bins, binning, closed):
-    probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
-    scores, targets, _ = scores_and_targets(probs, labels, rows=rows)
-    scaled, scale = weights, 0
-    if weights is not None:  # sum scaled weights; report them in the caller's scale
-        scaled, scale = normalize_weights(weights.astype(compute_dtype(weights.dtype)))
-    edges, stats = binned_stats(scores, targets, scaled, n_bins, binning, closed)
-    stats = BinStats(*(f[0] for f in stats))
-    weight = jnp.ldexp(stats.weight, scale)
-    curve = ReliabilityCurve(
-        edges=edges,
-        counts=stats.count,
-        weights=weight,
-        mean_confidence=safe_divide(stats.sum_score, stats.weight),
-        mean_accuracy=safe_divide(stats.sum_target, stats.weight),
-    )
-    return curve, summary
-
-
-def reliability_curve(
-    probs: Any,
-    labels: Any,
-    *,
-    n_bins: int = 15,
-    binning: str = "uniform",
-    closed: str = "right",
-    weights: Any = None,
-    renormalize: bool = False,
-) -> ReliabilityCurve:
-    """The reliability diagram's data: per-bin counts, mean confidence and accuracy.
-
-    Binary (1-D ``probs``: positive-class probability vs. positive rate) or confidence
-    (2-D: top-label confidence vs. accuracy), binned exactly as :func:`ece` bins, so
-    ``sum(counts / N * |mean_accuracy - mean_confidence|) == ece(...)``.
-
-    ``renormalize=True`` divides each row of ``(N, K)`` probabilities by its sum
-    first, for probabilities rounded on export (default False).
-
-    Example:
-      >>> import jax.numpy as jnp
-      >>> c = reliability_curve(jnp.array([0.1, 0.4, 0.8, 0.9]), jnp.array([0, 1, 1, 1]), n_bins=2)
-      >>> c.counts.tolist(), c.mean_accuracy.tolist()
-      ([2, 2], [0.5, 1.0])
-
-    References:
-      DeGroot & Fienberg (1983); Niculescu-Mizil & Caruana (2005); scikit-learn's
-      ``calibration_curve`` (which drops empty bins and uses ``closed="left"``).
-    """
-    n_bins = check_binning(n_bins, binning, closed)
-    probs, labels, weights = check_probs_labels(
-        probs, labels, weights, values=False, renormalize=renormalize
-    )
-    return run_validated(_reliability_kernel, probs, labels, weights, n_bins, binning, closed)

@@ -12,6 +12,7 @@ from jaxcal._binning import BinMoments, BinStats, check_binning
 from jaxcal._checks import check_probs_labels
 from jaxcal._ece import binned_stats, classwise_stats
 from jaxcal._numerics import safe_divide, scale_free, upcast, weighted_mean
+from jaxcal._segment_bins import check_binned_groups, segment_means
 from jaxcal._validity import kernel_inputs, run_validated
 
 
@@ -45,14 +46,27 @@ def log_loss_per_sample(probs: jax.Array, labels: jax.Array) -> jax.Array:
     return -jnp.log(jnp.clip(p_true, eps, 1 - eps))
 
 
-@jax.jit
-def _brier_kernel(probs, labels, weights):
+def _mean_score(per_sample, weights, groups, n_groups):
+    """The weighted mean of the per-sample scores, or its ``(G,)`` per-segment means."""
+    if groups is None:
+        return weighted_mean(per_sample, weights)
+    return segment_means(per_sample, scale_free(weights), groups, n_groups)
+
+
+@partial(jax.jit, static_argnames=("n_groups",))
+def _brier_kernel(probs, labels, weights, groups, n_groups):
     probs, labels, _, summary = kernel_inputs(probs, labels, weights, rows=False)
-    return weighted_mean(brier_per_sample(probs, labels), weights), summary
+    return _mean_score(brier_per_sample(probs, labels), weights, groups, n_groups), summary
 
 
 def brier_score(
-    probs: Any, labels: Any, *, weights: Any = None, renormalize: bool = False
+    probs: Any,
+    labels: Any,
+    *,
+    weights: Any = None,
+    renormalize: bool = False,
+    groups: Any = None,
+    n_groups: int | None = None,
 ) -> jax.Array:
     """Brier score: mean squared distance between predictions and one-hot outcomes.
 
@@ -67,14 +81,22 @@ def brier_score(
       renormalize: divide each row of ``(N, K)`` probabilities by its sum first, for
         probabilities rounded on export (keyword-only; default False: rows must sum to
         1 within the simplex tolerance). No effect on ``(N,)`` probabilities.
+      groups: optional segments, one score per segment in one call: integer ids ``(N,)``
+        in ``[0, n_groups)`` (disjoint), or a boolean membership matrix ``(N, G)``
+        (overlapping). Segment g's score is the weighted mean over its rows alone.
+      n_groups: the number of segments G, static; required with integer ``groups``.
 
     Returns:
-      0-d array.
+      0-d array, or ``(G,)`` with ``groups`` (an empty segment gives 0).
 
     Example:
       >>> import jax.numpy as jnp
       >>> round(float(brier_score(jnp.array([0.1, 0.9]), jnp.array([0, 0]))), 4)
       0.41
+      >>> b = brier_score(jnp.array([0.1, 0.9]), jnp.array([0, 0]), groups=jnp.array([1, 0]),
+      ...                 n_groups=3)
+      >>> [round(v, 4) for v in b.tolist()]
+      [0.81, 0.01, 0.0]
 
     References:
       Brier (1950), "Verification of forecasts expressed in terms of probability".
@@ -82,17 +104,24 @@ def brier_score(
     probs, labels, weights = check_probs_labels(
         probs, labels, weights, values=False, renormalize=renormalize
     )
-    return run_validated(_brier_kernel, probs, labels, weights)
+    groups, n_groups = check_binned_groups(groups, probs.shape[0], n_groups)
+    return run_validated(_brier_kernel, probs, labels, weights, groups, n_groups)
 
 
-@jax.jit
-def _log_loss_kernel(probs, labels, weights):
+@partial(jax.jit, static_argnames=("n_groups",))
+def _log_loss_kernel(probs, labels, weights, groups, n_groups):
     probs, labels, _, summary = kernel_inputs(probs, labels, weights, rows=False)
-    return weighted_mean(log_loss_per_sample(probs, labels), weights), summary
+    return _mean_score(log_loss_per_sample(probs, labels), weights, groups, n_groups), summary
 
 
 def log_loss(
-    probs: Any, labels: Any, *, weights: Any = None, renormalize: bool = False
+    probs: Any,
+    labels: Any,
+    *,
+    weights: Any = None,
+    renormalize: bool = False,
+    groups: Any = None,
+    n_groups: int | None = None,
 ) -> jax.Array:
     """Log loss (cross-entropy, negative log-likelihood) of the true class, in nats.
 
@@ -105,10 +134,18 @@ def log_loss(
     ``renormalize=True`` divides each row of ``(N, K)`` probabilities by its sum
     first, for probabilities rounded on export (default False).
 
+    ``groups`` (integer ids ``(N,)`` in ``[0, n_groups)`` with a static ``n_groups``, or a
+    boolean membership matrix ``(N, G)``): the ``(G,)`` log losses of the segments, each
+    the weighted mean over its rows alone, in one call; an empty segment gives 0.
+
     Example:
       >>> import jax.numpy as jnp
       >>> round(float(log_loss(jnp.array([[0.5, 0.5], [0.9, 0.1]]), jnp.array([0, 0]))), 4)
       0.3993
+      >>> both = jnp.array([[True, True], [True, False]])  # overlapping segments
+      >>> l = log_loss(jnp.array([[0.5, 0.5], [0.9, 0.1]]), jnp.array([0, 0]), groups=both)
+      >>> [round(v, 4) for v in l.tolist()]
+      [0.3993, 0.6931]
 
     References:
       Good (1952), "Rational decisions"; scikit-learn's ``log_loss``.
@@ -116,7 +153,8 @@ def log_loss(
     probs, labels, weights = check_probs_labels(
         probs, labels, weights, values=False, renormalize=renormalize
     )
-    return run_validated(_log_loss_kernel, probs, labels, weights)
+    groups, n_groups = check_binned_groups(groups, probs.shape[0], n_groups)
+    return run_validated(_log_loss_kernel, probs, labels, weights, groups, n_groups)
 
 
 class BrierDecomposition(NamedTuple):

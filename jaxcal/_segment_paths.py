@@ -313,7 +313,8 @@ def check_groups(groups: Any, n: int, n_groups: int | None, name: str = "groups"
     if groups.ndim == 2:
         if groups.shape[0] != n:
             raise ValueError(
-                f"`{name}` must have {n} rows to match the scores; got shape {groups.shape}."
+                f"`{name}` must have {n} rows to match the scores (a membership matrix "
+                f"({n}, G)); got shape {groups.shape}."
             )
         if groups.shape[1] < 1:
             raise ValueError(f"`{name}` must have at least one column (segment); got 0.")
@@ -329,11 +330,14 @@ def check_groups(groups: Any, n: int, n_groups: int | None, name: str = "groups"
             f"matrix of shape ({n}, G); got shape {groups.shape}."
         )
     if not jnp.issubdtype(groups.dtype, jnp.integer):
-        raise ValueError(f"`{name}` ids must be integers; got dtype {groups.dtype}.")
+        raise ValueError(
+            f"`{name}` ids must be integers (or a boolean (N, G) membership matrix); got "
+            f"dtype {groups.dtype}. Cast them with `.astype(int)`."
+        )
     if n_groups is None:
         raise ValueError(
             f"`n_groups` (static, the number of segments) is required with integer `{name}`;"
-            " got None."
+            " got None. Pass `n_groups=G` as a Python int (under `jit` the ids cannot tell)."
         )
     n_groups = check_positive_int("n_groups", n_groups)
     if values_checkable(groups) and n:

@@ -22,7 +22,8 @@ transformation, namely
 * metrics: one per kernel kind: binned (``ece``, ``ece.quantile``, ``classwise_ece``),
   soft and kernel (``soft_ece.l2``, ``mmce``, ``smooth_ece``), cumulative paths and
   segments (``calibration_tests``, ``ks_test.groups``, ``multicalibration_error``,
-  ``subpopulation_test``), loop fits (``ici``, ``calibration_slope_intercept``), counts
+  ``subpopulation_test``; the binned per-segment sums ``ece.groups`` and the masked
+  matrix products ``ece.group_masks``), loop fits (``ici``, ``calibration_slope_intercept``), counts
   (``observed_expected_ratio``, ``hosmer_lemeshow_test``), resampling (``bootstrap_ci``,
   ``corp_bands``), and Brier / log loss (the differentiable scores);
 * stats: the loop-based Clopper-Pearson interval, one Brownian law, ``log_chi2_sf``;
@@ -264,6 +265,25 @@ METRICS = [
         lambda s, y, g, w: jaxcal.ks_test(s, y, weights=w, groups=g, n_groups=3),
         _cols("p", "y", "groups", "weights"),
         (ROWS, LABELS, LABELS, WEIGHTS),
+    ),
+    *(
+        Entry(
+            f"{fn.__name__}.groups",
+            fn,
+            lambda p, y, g, w, fn=fn: fn(p, y, weights=w, groups=g, n_groups=3),
+            _cols("probs", "labels", "groups", "weights"),
+            (ROWS, LABELS, LABELS, WEIGHTS),
+            grad=() if fn is jaxcal.reliability_curve else (0,),
+        )
+        for fn in (jaxcal.ece, jaxcal.reliability_curve, jaxcal.brier_score, jaxcal.log_loss)
+    ),
+    Entry(
+        "ece.group_masks",
+        jaxcal.ece,
+        lambda p, y, m, w: jaxcal.ece(p, y, weights=w, groups=m),
+        _cols("probs", "labels", "sets", "weights"),
+        (ROWS, LABELS, SETS, WEIGHTS),
+        grad=(0,),
     ),
     dataclasses.replace(
         _metric(jaxcal.ici, binary=True),
@@ -815,6 +835,7 @@ SWEEP = frozenset(
     {
         *("ece", "ece.quantile", "classwise_ece", "soft_ece.l2", "mmce", "smooth_ece"),
         *("calibration_tests", "ks_test.groups", "multicalibration_error"),
+        *("ece.groups", "ece.group_masks"),
         *("subpopulation_test", "ici", "calibration_slope_intercept"),
         *("observed_expected_ratio", "hosmer_lemeshow_test", "bootstrap_ci", "corp_bands"),
         *("brier_score", "log_loss"),

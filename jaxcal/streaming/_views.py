@@ -15,8 +15,9 @@ import jax.numpy as jnp
 
 from jaxcal._binning import BinStats, uniform_edges
 from jaxcal._checks import check_positive_int
-from jaxcal._ece import ReliabilityCurve, gap_norm
+from jaxcal._ece import gap_norm
 from jaxcal._numerics import safe_divide
+from jaxcal._reliability import ReliabilityCurve
 from jaxcal.streaming._buckets import equal_mass_groups
 from jaxcal.streaming._state import CalibrationState, check_bins, check_state, coarsened, value_of
 
