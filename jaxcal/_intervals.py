@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcal._betainc import betainc
 from jaxcal._binned_null import AUTO_BATCH_LABELS_FAST, binned_resampling, hit_counts
 from jaxcal._binning import check_binning
 from jaxcal._bootstrap import (
@@ -149,11 +150,9 @@ def _beta_quantile(q: jax.Array, a: jax.Array, b: jax.Array) -> jax.Array:
     The smallest float x in [0, 1] with betainc(a, b, x) >= q, by bisection on bit
     patterns (:func:`jaxcal._numerics.bisect_nonnegative`: 30 steps in float32, 62 in
     float64) with full relative precision at any scale, as accurate as
-    ``jax.scipy.special.betainc`` (see :func:`clopper_pearson_interval`).
+    :func:`jaxcal._betainc.betainc` (see :func:`clopper_pearson_interval`).
     """
-    return bisect_nonnegative(
-        lambda x: jax.scipy.special.betainc(a, b, x) >= q, q.shape, q.dtype, upper=1.0
-    )
+    return bisect_nonnegative(lambda x: betainc(a, b, x) >= q, q.shape, q.dtype, upper=1.0)
 
 
 @partial(jax.jit, static_argnames=("confidence",))
@@ -185,14 +184,14 @@ def clopper_pearson_interval(
        p_L = B^{-1}(α/2;\\ k, n - k + 1),\\qquad p_U = B^{-1}(1 - α/2;\\ k + 1, n - k)
 
     (p_L = 0 when k = 0, p_U = 1 when k = n), B⁻¹ the beta quantile, computed by
-    bisection on ``jax.scipy.special.betainc`` (JAX has no inverse). Coverage is at
-    least ``confidence`` for every true proportion.
+    bisection on jaxcal's own incomplete beta function (:func:`jaxcal._betainc.betainc`;
+    JAX has no inverse, and ``jax.scipy.special.betainc`` fails inside ``shard_map``).
+    Coverage is at least ``confidence`` for every true proportion.
 
     Accuracy: with ``jax_enable_x64`` the bounds match ``scipy.stats.beta.ppf`` to
-    ~1e-10. In float32, ``betainc`` loses precision for large counts (its prefactor
-    exp(a log x + b log(1 - x) - log B(a, b)) cancels terms of size ~n), so the bounds
-    are accurate to about 1e-6 up to n ~ 1e4 and 1e-5 at n ~ 1e5 (measured against
-    scipy) — far below the interval's width, but enable x64 for reference values.
+    ~1e-10. In float32 they are within 3e-7 of scipy's for n up to 1e6 (measured on
+    1e4 random counts; ``jax.scipy.special.betainc``, whose prefactor cancels terms of
+    size ~n, gave 4e-5 at n ~ 1e4 and 2e-3 at n ~ 1e6).
 
     Args:
       successes: counts k, any shape.

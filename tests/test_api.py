@@ -425,11 +425,8 @@ def _spec(role):
 #: Fits that refuse shard_map with check_vma=True, with a ValueError saying what to do.
 _SHARD_MAP_REFUSED = {"matrix_scaling.fit", "platt.logits.fit"}  # optax.lbfgs's line search
 
-#: Open failures of the one-device check (the same as in tests/api_shard_map.py).
-_SHARD_MAP_OPEN = {
-    "clopper_pearson_interval": "jax.scipy.special.betainc's own while_loop has an invariant "
-    "carry (inside JAX; open)",
-}
+#: Open failures of the one-device check (the same as in tests/api_shard_map.py): none.
+_SHARD_MAP_OPEN: dict[str, str] = {}
 
 
 @pytest.mark.slow
@@ -466,8 +463,6 @@ def test_shard_map_on_one_device(entry):
 _SHARD_MAP_KNOWN = {
     # optax.lbfgs's zoom line search starts its loops from invariant constants (optax 0.2)
     "platt fit": "check_vma=False",
-    # jax.scipy.special.betainc's own while_loop (inside JAX) has an invariant carry
-    "clopper_pearson": "carry input and carry output must have equal types",
 }
 
 
