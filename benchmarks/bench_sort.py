@@ -10,10 +10,12 @@ process, round-robin; ``benchmarks/_timing.py``):
   ``jaxcal._sort.argsort`` (which picks one of the two by ``HOST_ARGSORT_MIN_SIZE``);
 * ``sort``: ``lax.sort`` of int32 keys (XLA) against the host path and the public
   ``jaxcal._sort.sort`` (``HOST_SORT_MIN_SIZE``);
-* the floors: ``np.sort`` of the packed uint64 keys and of the int32 keys, on NumPy
-  arrays (no callback, no copies).
+* ``segment argsort`` / ``segment sort`` (by 100 segment ids, then the int32 keys): XLA's
+  sort with two keys against the host path (``HOST_SEGMENT_SORT_MIN_SIZE``);
+* the floors: ``np.sort`` of the packed uint64 keys and of the int32 keys, and
+  ``np.lexsort`` of (ids, keys), on NumPy arrays (no callback, no copies).
 
-The crossover sizes, where the host path starts to win, set the two thresholds.
+The crossover sizes, where the host path starts to win, set the thresholds.
 """
 
 from __future__ import annotations
@@ -31,6 +33,35 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _timing import environment, fmt_ms, time_interleaved
 
 from jaxcal import _sort
+
+
+def _segment_cases(n: int, keys: np.ndarray) -> tuple[dict, dict]:
+    ids = np.random.default_rng(1).integers(0, 100, n).astype(np.int32)
+    idd, bits = jnp.asarray(ids), _sort.monotone_bits(jnp.asarray(keys.astype(np.int32)))
+    iota = jnp.arange(n, dtype=jnp.int32)
+    xla_order = jax.jit(lambda i, b: _sort._xla_segment_sort(i, b, iota)[2])
+    host_order = jax.jit(
+        lambda i, b: _sort._callbacks(_sort._host_segment_argsort, (i, b), (jnp.int32,))[0]
+    )
+    xla_values = jax.jit(lambda i, b: _sort._xla_segment_sort(i, b)[1])
+    host_values = jax.jit(
+        lambda i, b: _sort._callbacks(_sort._host_segment_sort, (i, b), (jnp.int32, b.dtype))[1]
+    )
+    cases = {
+        "np.lexsort (floor)": lambda: np.lexsort((keys, ids)),
+        "segment argsort XLA": lambda: xla_order(idd, bits),
+        "segment argsort host": lambda: host_order(idd, bits),
+        "segment sort XLA": lambda: xla_values(idd, bits),
+        "segment sort host": lambda: host_values(idd, bits),
+    }
+    order = np.lexsort((keys, ids))
+    expected = {
+        "segment argsort XLA": order,
+        "segment argsort host": order,
+        "segment sort XLA": np.asarray(bits)[order],
+        "segment sort host": np.asarray(bits)[order],
+    }
+    return cases, expected
 
 
 def _host_only(fn, out_dtype):
@@ -63,6 +94,8 @@ def bench(n: int, repeats: int, budget_s: float, clock: str):
         "sort host": lambda: host_sort(kd),
         "sort jaxcal": lambda: auto_sort(kd),
     }
+    segment_cases, segment_expected = _segment_cases(n, keys)
+    cases.update(segment_cases)
     outputs: dict = {}
     times = time_interleaved(cases, repeats, budget_s, outputs=outputs, clock=clock)
     expected = np.argsort(x, kind="stable")
@@ -70,6 +103,8 @@ def bench(n: int, repeats: int, budget_s: float, clock: str):
         np.testing.assert_array_equal(np.asarray(outputs[name]), expected, err_msg=name)
     for name in ("sort XLA", "sort host", "sort jaxcal"):
         np.testing.assert_array_equal(np.asarray(outputs[name]), np.sort(keys), err_msg=name)
+    for name, want in segment_expected.items():
+        np.testing.assert_array_equal(np.asarray(outputs[name]), want, err_msg=name)
     return times
 
 
@@ -87,7 +122,8 @@ def main() -> None:
     print(environment())
     print(
         f"\nthresholds: HOST_ARGSORT_MIN_SIZE = {_sort.HOST_ARGSORT_MIN_SIZE}, "
-        f"HOST_SORT_MIN_SIZE = {_sort.HOST_SORT_MIN_SIZE}\n"
+        f"HOST_SORT_MIN_SIZE = {_sort.HOST_SORT_MIN_SIZE}, "
+        f"HOST_SEGMENT_SORT_MIN_SIZE = {_sort.HOST_SEGMENT_SORT_MIN_SIZE}\n"
     )
     names = None
     for n in [int(v) for v in args.sizes]:

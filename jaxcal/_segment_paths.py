@@ -24,11 +24,14 @@ of ``C = T / W`` cancels. This module returns the per-segment ``(max, min, V, W)
   that are not in the segment add 0). ``V`` and ``W`` need no order: one small matrix
   product per word, in input order. Memory is a few ``(N, 32)`` float arrays at a time.
 * **Disjoint segments** (integer ids ``(N,)`` with a static ``n_groups``) cost one sort
-  ordered by (segment id, score): each segment's samples are then contiguous and
-  ascending, and one segmented cumulative sum walks every path at once; ``O(N)`` beyond
-  the sort whatever ``n_groups``. Ids outside ``[0, n_groups)`` belong to no segment.
+  ordered by (segment id, score) (:func:`jaxcal._sort.segment_sort`: the id is the
+  major key, so each segment's samples are contiguous and ascending), and one segmented
+  cumulative sum walks every path at once; ``O(N)`` beyond the sort whatever
+  ``n_groups``. Unweighted, the sorted keys carry the steps and no order is needed (a
+  sort of values, as :mod:`jaxcal._cumulative`'s); weighted, a stable order gathers the
+  steps. Ids outside ``[0, n_groups)`` belong to no segment.
 
-Every sort goes through :func:`_sort` (stable argsorts of :mod:`jaxcal._sort`).
+Every sort goes through :mod:`jaxcal._sort`.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from jaxcal._path_tests import (
     spiegelhalter_result,
     spiegelhalter_terms,
 )
-from jaxcal._sort import argsort
+from jaxcal._sort import argsort, segment_argsort, segment_sort
 
 #: Rows combined per level of the prefix-extreme reduction (:func:`_reduce_levels`).
 LEVEL = 16
@@ -74,17 +77,10 @@ class SegmentExtremes(NamedTuple):
     weight: jax.Array
 
 
-def _sort(*operands: jax.Array, num_keys: int = 1) -> tuple[jax.Array, ...]:
-    """Sort ``operands`` by their first ``num_keys`` (lexicographic, stable).
-
-    One stable argsort per key, least significant first (radix order), through
-    :func:`jaxcal._sort.argsort` (NumPy's SIMD sort on CPU, XLA's elsewhere), then one
-    gather per operand: on CPU two host argsorts cost a fraction of XLA's lexicographic
-    multi-operand sort (1.4 s against ~0.1 s at N = 1e6).
-    """
-    perm = argsort(operands[num_keys - 1])
-    for key in reversed(operands[: num_keys - 1]):
-        perm = perm[argsort(key[perm])]
+def _sort(*operands: jax.Array) -> tuple[jax.Array, ...]:
+    """Sort ``operands`` by the first (stable): one :func:`jaxcal._sort.argsort` (NumPy's
+    SIMD sort on CPU, XLA's elsewhere), then one gather per operand."""
+    perm = argsort(operands[0])
     return tuple(op[perm] for op in operands)
 
 
@@ -227,23 +223,49 @@ def _segmented_cumsum(values: jax.Array, starts: jax.Array) -> jax.Array:
     return lax.associative_scan(combine, (values, starts))[0]
 
 
+def _ordered(d, key, key_ids):
+    """(ids, score bits, steps ``d``) ordered by (id, key): one stable order, three gathers."""
+    perm = segment_argsort(key_ids, key)
+    return key_ids[perm], jnp.right_shift(key[perm], 1), d[perm]
+
+
+@jax.custom_jvp
+def _ordered_unweighted(d, key, key_ids):
+    """:func:`_ordered` for the unweighted steps ``d = y - s`` with ``key`` from
+    :func:`_score_key`: one sort of values (:func:`jaxcal._sort.segment_sort`, half the
+    cost of the order). The sorted keys carry each score and label, so ``y - s`` computed
+    from them is bit for bit the step of the sample at that place."""
+    ids_s, key_s = segment_sort(key_ids, key)
+    bits_s = jnp.right_shift(key_s, 1)
+    return ids_s, bits_s, (key_s & 1).astype(d.dtype) - lax.bitcast_convert_type(bits_s, d.dtype)
+
+
+@_ordered_unweighted.defjvp
+def _ordered_unweighted_jvp(primals, tangents):
+    # Only when differentiating: the order gathers the steps' tangents, the program of
+    # :func:`_ordered`, so the gradient is the same float for float.
+    (d, key, key_ids), (dd, _, _) = primals, tangents
+    perm = segment_argsort(key_ids, key)
+    out = key_ids[perm], jnp.right_shift(key[perm], 1), d[perm]
+    cut = np.zeros(d.shape, jax.dtypes.float0)
+    return out, (cut, cut, dd[perm])
+
+
 def disjoint_extremes(
     s: jax.Array, y: jax.Array, w: jax.Array | None, ids: jax.Array, n_groups: int
 ) -> SegmentExtremes:
     """:class:`SegmentExtremes` of the segments ``ids`` (integers, ``(N,)``) in ``[0, n_groups)``.
 
-    One sort by (segment id, score bits) carrying the sample's position; samples whose id
-    is out of range are sorted last and belong to no segment.
+    One sort by (segment id, score bits); samples whose id is out of range are sorted last
+    and belong to no segment. Unweighted, a sort of values (the keys carry the steps);
+    weighted, a stable order that gathers the steps.
     """
-    n = s.shape[0]
     ids = ids.astype(jnp.int32)
     valid = (ids >= 0) & (ids < n_groups)
     key_ids = jnp.where(valid, ids, n_groups)
-    key = _score_key(s, y)
-    ids_s, key_s, perm = _sort(key_ids, key, jnp.arange(n, dtype=jnp.int32), num_keys=2)
-    bits_s = jnp.right_shift(key_s, 1)
     d, v = _steps(s, y, w)
-    d_s = d[perm]
+    ordered = _ordered if w is not None else _ordered_unweighted
+    ids_s, bits_s, d_s = ordered(d, _score_key(s, y), key_ids)
     first = jnp.ones(1, bool)
     starts = jnp.concatenate([first, ids_s[1:] != ids_s[:-1]])
     is_end = jnp.concatenate([(ids_s[1:] != ids_s[:-1]) | (bits_s[1:] != bits_s[:-1]), first])

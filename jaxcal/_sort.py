@@ -6,9 +6,10 @@ sorts below therefore leave XLA through :func:`jax.pure_callback` and run in Num
 by :func:`jax.lax.platform_dependent` (GPU and TPU keep ``lax.sort``; only the branch of
 the platform compiled for is lowered). A callback has a fixed cost (a Python call and a
 copy each way, ~0.1 ms), so short rows are sorted by XLA on every backend: below
-``HOST_ARGSORT_MIN_SIZE`` keys for an argsort and ``HOST_SORT_MIN_SIZE`` for a sort of
-values, where XLA's one-operand sort is nearly as fast as NumPy's (thresholds measured
-by ``benchmarks/bench_sort.py``; a static choice by shape).
+``HOST_ARGSORT_MIN_SIZE`` keys for an argsort, ``HOST_SORT_MIN_SIZE`` for a sort of
+values, where XLA's one-operand sort is nearly as fast as NumPy's, and
+``HOST_SEGMENT_SORT_MIN_SIZE`` for a sort within segments (thresholds measured by
+``benchmarks/bench_sort.py``; a static choice by shape).
 
 * **Keys.** Floats become unsigned integers that order like them (:func:`monotone_bits`):
   -0.0 is made +0.0 and every NaN the positive quiet NaN, then the usual bit flip (sign
@@ -23,6 +24,12 @@ by ``benchmarks/bench_sort.py``; a static choice by shape).
 * **Sort of values** (:func:`sort`): ``np.sort`` of integers, or of the float keys' bits
   mapped back to floats. Equal integers are indistinguishable, so the result does not
   depend on the sort's stability; float results are canonical (+0.0 for -0.0, one NaN).
+* **Sorts within segments** (:func:`segment_argsort`, :func:`segment_sort`): by
+  (segment id, key), ``np.lexsort((keys, ids))``, in one sort. On the host, one O(N)
+  partition by id (NumPy's radix sort of 16-bit keys), then each segment's keys (with
+  their positions packed in, for the order) sorted alone; a float32 key and its id need
+  more than 32 bits, and a packed uint64 sort of all N costs about twice as much. Very
+  many short segments (a Python loop over them would cost more) take ``np.lexsort``.
 
 Both work along the last axis and keep ``jit`` and ``vmap`` (the callback sorts a batch
 along its last axis in one call) and run per shard inside ``shard_map``. An order has no
@@ -47,6 +54,10 @@ HOST_ARGSORT_MIN_SIZE = 1024
 #: From this many keys, a sort of values runs in NumPy on CPU: XLA's one-operand sort is
 #: within ~1.3x of ``np.sort`` and wins below this size.
 HOST_SORT_MIN_SIZE = 32768
+
+#: From this many keys, a sort within segments (:func:`segment_argsort`,
+#: :func:`segment_sort`) runs in NumPy on CPU: XLA's sort with two keys wins below it.
+HOST_SEGMENT_SORT_MIN_SIZE = 4096
 
 # Index of the low 32-bit word of a uint64 viewed as two uint32.
 _LOW = 0 if sys.byteorder == "little" else 1
@@ -117,41 +128,129 @@ def _host_sort(keys: np.ndarray) -> np.ndarray:
     return np.sort(np.asarray(keys), axis=-1)
 
 
+def _segments(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Stable order of non-negative ``ids`` (1-D) and the end of each id's run in it.
+
+    Ids below 2**16 go through NumPy's radix sort (its stable sort of 16-bit keys): one
+    O(N) partition.
+    """
+    counts = np.bincount(ids)
+    small = ids.astype(np.uint16) if counts.size <= 2**16 else ids
+    return np.argsort(small, kind="stable"), np.cumsum(counts)
+
+
+def _runs(ends: np.ndarray, n: int):
+    """(start, stop) of the runs of ``ends`` with two keys or more; None when there are so
+    many short runs that a Python loop over them would cost more than one whole sort."""
+    starts = np.concatenate([[0], ends[:-1]])
+    long = np.flatnonzero(ends - starts > 1)
+    if long.size > max(n // 64, 64):
+        return None
+    return zip(starts[long].tolist(), ends[long].tolist(), strict=True)
+
+
+def _host_segment_argsort_row(ids: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    order, ends = _segments(ids)
+    runs = _runs(ends, ids.size)
+    if runs is None:
+        return np.lexsort((bits, ids)).astype(np.int32)
+    keys = bits[order]
+    if keys.dtype == np.uint32:
+        # Key in the high word, position in the low word: distinct, so stable by construction.
+        pairs = np.empty((ids.size, 2), np.uint32)
+        pairs[:, _LOW] = order
+        pairs[:, 1 - _LOW] = keys
+        packed = pairs.view(np.uint64).reshape(ids.size)
+        for lo, hi in runs:
+            packed[lo:hi].sort()
+        return pairs[:, _LOW].astype(np.int32)
+    for lo, hi in runs:
+        order[lo:hi] = order[lo:hi][np.argsort(keys[lo:hi], kind="stable")]
+    return order.astype(np.int32)
+
+
+def _host_segment_sort_row(ids: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order, ends = _segments(ids)
+    runs = _runs(ends, ids.size)
+    if runs is None:
+        order = np.lexsort((bits, ids))
+        return ids[order], bits[order]
+    keys = bits[order]
+    for lo, hi in runs:
+        keys[lo:hi].sort()
+    return np.repeat(np.arange(ends.size, dtype=ids.dtype), np.diff(ends, prepend=0)), keys
+
+
+def _by_row(fn, ids: np.ndarray, bits: np.ndarray, outputs: int) -> tuple[np.ndarray, ...]:
+    """``fn`` of each row of ``ids`` and ``bits`` (broadcast against each other)."""
+    ids, bits = np.broadcast_arrays(np.asarray(ids), np.asarray(bits))
+    n = ids.shape[-1]
+    rows = [fn(i, b) for i, b in zip(ids.reshape(-1, n), bits.reshape(-1, n), strict=True)]
+    rows = [r if outputs > 1 else (r,) for r in rows]
+    return tuple(np.stack([r[k] for r in rows]).reshape(ids.shape) for k in range(outputs))
+
+
+def _host_segment_argsort(ids, bits):
+    return _by_row(_host_segment_argsort_row, ids, bits, 1)
+
+
+def _host_segment_sort(ids, bits):
+    return _by_row(_host_segment_sort_row, ids, bits, 2)
+
+
 def _callback(fn, x: jax.Array, dtype) -> jax.Array:
-    """``fn`` (NumPy, last axis) on the host; 64-bit arrays cross as pairs of uint32.
+    """``fn`` (NumPy, last axis) of ``x`` on the host, one result of ``dtype`` and x's shape."""
+    return _callbacks(lambda a: (fn(a),), (x,), (dtype,))[0]
+
+
+def _callbacks(fn, xs: tuple[jax.Array, ...], dtypes: tuple) -> tuple[jax.Array, ...]:
+    """``fn(*xs)`` (NumPy, last axis) on the host; 64-bit arrays cross as pairs of uint32.
+
+    Every result has the shape of ``xs[0]`` (the arrays of ``xs`` share it; under ``vmap``
+    one may arrive with a leading axis of 1, which ``fn`` broadcasts).
 
     The callback may run on a thread where ``jax.enable_x64()`` (a thread-local context) is
     off, and JAX then converts a uint64 argument or result to 32 bits by value, truncating
     it (an x64 argsort of float64 keys came back wrong in 14 of 20 calls). Pairs of uint32
     words survive any setting; the host reassembles them with a view, which copies nothing.
     """
-    wide_in = x.dtype.itemsize == 8
-    wide_out = np.dtype(dtype).itemsize == 8
-    in_dtype = np.dtype(x.dtype)
+    wide_in = tuple(x.dtype.itemsize == 8 for x in xs)
+    wide_out = tuple(np.dtype(d).itemsize == 8 for d in dtypes)
+    in_dtypes = tuple(np.dtype(x.dtype) for x in xs)
+    shape = xs[0].shape
 
-    def host(a):
-        a = np.asarray(a)
-        if wide_in:
-            a = np.ascontiguousarray(a).view(in_dtype)[..., 0]
-        out = np.asarray(fn(a))
-        if wide_out:
-            out = np.ascontiguousarray(out).view(np.uint32).reshape(*out.shape, 2)
-        return out
+    def host(*arrays):
+        arrays = [
+            np.ascontiguousarray(a).view(d)[..., 0] if wide else np.asarray(a)
+            for a, d, wide in zip(arrays, in_dtypes, wide_in, strict=True)
+        ]
+        outs = [np.asarray(o) for o in fn(*arrays)]
+        return tuple(
+            np.ascontiguousarray(o).view(np.uint32).reshape(*o.shape, 2) if wide else o
+            for o, wide in zip(outs, wide_out, strict=True)
+        )
 
-    arg = lax.bitcast_convert_type(x, jnp.uint32) if wide_in else x
-    result = (
-        jax.ShapeDtypeStruct((*x.shape, 2), jnp.uint32)
-        if wide_out
-        else jax.ShapeDtypeStruct(x.shape, dtype)
+    args = tuple(
+        lax.bitcast_convert_type(x, jnp.uint32) if wide else x
+        for x, wide in zip(xs, wide_in, strict=True)
     )
-    out = jax.pure_callback(host, result, arg, vmap_method="expand_dims")
-    if wide_out:
-        out = lax.bitcast_convert_type(out, dtype)
+    results = tuple(
+        jax.ShapeDtypeStruct((*shape, 2), jnp.uint32) if wide else jax.ShapeDtypeStruct(shape, d)
+        for d, wide in zip(dtypes, wide_out, strict=True)
+    )
+    outs = jax.pure_callback(host, results, *args, vmap_method="expand_dims")
+    outs = tuple(
+        lax.bitcast_convert_type(o, d) if wide else o
+        for o, d, wide in zip(outs, dtypes, wide_out, strict=True)
+    )
     # Inside shard_map the result varies over the mesh axes the keys vary over (the
     # callback sorts each shard's keys); pure_callback's result type does not say so.
-    mat = getattr(jax.typeof(x), "manual_axis_type", None)
-    axes = tuple(sorted(mat.varying)) if mat is not None else ()
-    return lax.pcast(out, axes, to="varying") if axes else out
+    varying = set()
+    for x in xs:
+        mat = getattr(jax.typeof(x), "manual_axis_type", None)
+        varying |= set(mat.varying) if mat is not None else set()
+    axes = tuple(sorted(varying))
+    return tuple(lax.pcast(o, axes, to="varying") for o in outs) if axes else outs
 
 
 def _xla_argsort(bits: jax.Array) -> jax.Array:
@@ -233,3 +332,81 @@ def sort(keys: jax.Array) -> jax.Array:
     if jnp.issubdtype(keys.dtype, jnp.floating):
         return _sort_floats(keys)
     return _sort_bits(lax.stop_gradient(keys))
+
+
+# ------------------------------------------------------------------ sorts within segments
+
+
+def _segment_operands(ids: jax.Array, keys: jax.Array) -> tuple[jax.Array, jax.Array]:
+    ids = jnp.asarray(ids)
+    if not jnp.issubdtype(ids.dtype, jnp.integer):
+        raise ValueError(f"segment ids must be integers; got dtype {ids.dtype}.")
+    ids = lax.stop_gradient(ids).astype(jnp.int32)
+    return ids, monotone_bits(lax.stop_gradient(jnp.asarray(keys)))
+
+
+def _xla_segment_sort(ids: jax.Array, bits: jax.Array, *more: jax.Array) -> tuple:
+    return lax.sort((ids, bits, *more), dimension=ids.ndim - 1, is_stable=True, num_keys=2)
+
+
+def segment_argsort(ids: jax.Array, keys: jax.Array) -> jax.Array:
+    """Stable order by (``ids``, ``keys``) along the last axis, as int32.
+
+    ``np.lexsort((keys, ids))`` with ``keys`` ordered as in :func:`argsort`: one sort for
+    segments of samples. ``ids`` are non-negative integers (each a segment). On CPU the
+    host partitions by id in O(N) (NumPy's radix sort of 16-bit keys) and then sorts each
+    segment's (key, position) pairs packed into uint64 (positions make the packed values
+    distinct, so the order is stable by construction); this costs less than one sort of
+    all N pairs, and about a third of two stable argsorts (a key, then the id). Elsewhere,
+    and for rows shorter than ``HOST_SEGMENT_SORT_MIN_SIZE``, XLA's sort with two keys.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> segment_argsort(jnp.array([1, 0, 1, 0]), jnp.array([0.5, 0.7, 0.2, -0.0])).tolist()
+      [3, 1, 2, 0]
+    """
+    ids, bits = _segment_operands(ids, keys)
+
+    def xla(i, b):
+        return _xla_segment_sort(i, b, lax.broadcasted_iota(jnp.int32, i.shape, i.ndim - 1))[2]
+
+    if not _on_host(ids.shape[-1], HOST_SEGMENT_SORT_MIN_SIZE):
+        return xla(ids, bits)
+
+    def host(i, b):
+        return _callbacks(_host_segment_argsort, (i, b), (jnp.int32,))[0]
+
+    return lax.platform_dependent(ids, bits, cpu=host, default=xla)
+
+
+def segment_sort(ids: jax.Array, keys: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(``ids``, ``keys``) sorted by id, then key, along the last axis.
+
+    The values of ``jnp.take_along_axis(a, segment_argsort(ids, keys), -1)`` for ``a`` in
+    (``ids`` as int32, ``keys``), without the order: on CPU each segment's keys alone are
+    sorted after the O(N) partition by id, about half the cost of
+    :func:`segment_argsort`. Integer keys only (float keys have no canonical value for
+    their ties: -0.0 and 0.0, NaNs); no derivative.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> ids, keys = segment_sort(jnp.array([1, 0, 1, 0]), jnp.array([5, 7, 2, -3]))
+      >>> ids.tolist(), keys.tolist()
+      ([0, 0, 1, 1], [-3, 7, 2, 5])
+    """
+    keys = _widened(jnp.asarray(keys))
+    if not jnp.issubdtype(keys.dtype, jnp.integer):
+        raise ValueError(f"segment_sort sorts integer keys; got dtype {keys.dtype}.")
+    ids, bits = _segment_operands(ids, keys)
+    if not _on_host(ids.shape[-1], HOST_SEGMENT_SORT_MIN_SIZE):
+        ids_s, bits_s = _xla_segment_sort(ids, bits)
+    else:
+        ids_s, bits_s = lax.platform_dependent(
+            ids,
+            bits,
+            cpu=lambda i, b: _callbacks(_host_segment_sort, (i, b), (jnp.int32, b.dtype)),
+            default=_xla_segment_sort,
+        )
+    if jnp.issubdtype(keys.dtype, jnp.signedinteger):
+        bits_s = bits_s ^ _sign_bit(bits_s.dtype)
+    return ids_s, lax.bitcast_convert_type(bits_s, keys.dtype)

@@ -252,3 +252,42 @@ def test_groups_none_path_unchanged():
     b = stats.calibration_tests(jnp.asarray(s), jnp.asarray(y), groups=None)
     for got, want in zip(a, b, strict=True):
         np.testing.assert_array_equal(np.asarray(got.statistic), np.asarray(want.statistic))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_grouped_tests_equal_ungrouped_calls_on_each_segment_host_sort(weighted):
+    """Tied scores, ids in arbitrary order, N past the host sort's threshold: segment g's
+    tests are those of an ungrouped call on its samples alone."""
+    rng = np.random.default_rng(14)
+    n, g = 5000, 5
+    s = np.round(rng.random(n), 2)  # many ties, across and within segments
+    y = (rng.random(n) < s).astype(np.int32)
+    w = rng.uniform(0.5, 2.0, n) if weighted else None
+    ids = rng.integers(0, g, n)
+    grouped = stats.calibration_tests(
+        jnp.asarray(s, jnp.float32), jnp.asarray(y), weights=w, groups=jnp.asarray(ids), n_groups=g
+    )
+    for k in range(g):
+        member = ids == k
+        alone = stats.calibration_tests(
+            jnp.asarray(s[member], jnp.float32),
+            jnp.asarray(y[member]),
+            weights=None if w is None else w[member],
+        )
+        for got, want in zip(grouped, alone, strict=True):
+            assert_close(got.statistic[k], want.statistic)
+            assert_close(got.p_value[k], want.p_value)
+
+
+def test_disjoint_paths_do_not_depend_on_the_input_order_bit_for_bit():
+    rng = np.random.default_rng(15)
+    n, g = 5000, 7
+    s = np.round(rng.random(n), 2).astype(np.float32)
+    y = (rng.random(n) < s).astype(np.float32)
+    ids = rng.integers(-1, g + 1, n)  # out-of-range ids too
+    perm = rng.permutation(n)
+    fn = jax.jit(lambda s, y, i: disjoint_extremes(s, y, None, i, g))
+    a = fn(jnp.asarray(s), jnp.asarray(y), jnp.asarray(ids))
+    b = fn(jnp.asarray(s[perm]), jnp.asarray(y[perm]), jnp.asarray(ids[perm]))
+    np.testing.assert_array_equal(a.top, b.top)
+    np.testing.assert_array_equal(a.bottom, b.bottom)

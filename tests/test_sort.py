@@ -19,7 +19,8 @@ from jaxcal import _sort
 from jaxcal._sort import argsort, monotone_bits, sort
 
 SHORT = 300  # XLA sorts on every backend
-LONG = max(_sort.HOST_ARGSORT_MIN_SIZE, _sort.HOST_SORT_MIN_SIZE)  # host sort on CPU
+# Host sorts on CPU.
+LONG = max(_sort.HOST_ARGSORT_MIN_SIZE, _sort.HOST_SORT_MIN_SIZE, _sort.HOST_SEGMENT_SORT_MIN_SIZE)
 
 
 def _awkward(n, dtype=np.float32, seed=0):
@@ -192,3 +193,105 @@ def test_x64_keys_survive_a_callback_thread_without_x64():
             order = jax.jit(argsort)(jnp.asarray(x))
             np.testing.assert_array_equal(order, np.argsort(x, kind="stable"))
             np.testing.assert_array_equal(jax.jit(sort)(jnp.asarray(x)), np.sort(x))
+
+
+# ------------------------------------------------------------------ sorts within segments
+
+
+def _segment_data(n, key_dtype=np.float32, segments=40, seed=9):
+    """Awkward keys (ties, -0.0 and 0.0, NaNs) and segment ids in arbitrary order."""
+    ids = np.random.default_rng(seed).integers(0, segments, n).astype(np.int32)
+    return ids, _awkward(n, key_dtype, seed=seed)
+
+
+@pytest.mark.parametrize("n", [SHORT, LONG])
+def test_segment_argsort_is_lexsort(n):
+    ids, keys = _segment_data(n)
+    want = np.lexsort((keys + np.float32(0), ids))  # -0.0 ties with 0.0
+    np.testing.assert_array_equal(jax.jit(_sort.segment_argsort)(ids, keys), want)
+    bits = monotone_bits(jnp.asarray(keys))
+    np.testing.assert_array_equal(
+        jax.jit(_sort._xla_segment_sort)(ids, bits, jnp.arange(n))[2], want
+    )
+    (host,) = _sort._host_segment_argsort(ids, np.asarray(bits))
+    np.testing.assert_array_equal(host, want)
+    assert host.dtype == np.int32
+
+
+@pytest.mark.parametrize("n", [SHORT, LONG])
+def test_segment_sort_is_the_values_of_lexsort(n):
+    rng = np.random.default_rng(10)
+    ids, _ = _segment_data(n)
+    for keys in (
+        rng.integers(-(2**31), 2**31 - 1, n, dtype=np.int32),
+        rng.integers(0, 2**32 - 1, n, dtype=np.uint32),
+        rng.integers(-3, 3, n).astype(np.int32),  # ties
+    ):
+        want = np.lexsort((keys, ids))
+        got_ids, got_keys = jax.jit(_sort.segment_sort)(ids, keys)
+        assert got_keys.dtype == keys.dtype and got_ids.dtype == jnp.int32
+        np.testing.assert_array_equal(got_ids, ids[want])
+        np.testing.assert_array_equal(got_keys, keys[want])
+
+
+def test_segment_sorts_of_many_short_and_of_large_ids():
+    rng = np.random.default_rng(11)
+    keys = rng.integers(-5, 5, LONG).astype(np.int32)
+    for ids in (
+        rng.integers(0, LONG, LONG),  # mostly runs of one or two: np.lexsort
+        rng.choice([3, 70_000, 2**20], LONG),  # ids past 16 bits, three long runs
+        np.zeros(LONG, np.int64),
+    ):
+        want = np.lexsort((keys, ids))
+        np.testing.assert_array_equal(_sort.segment_argsort(ids, keys), want)
+        got_ids, got_keys = _sort.segment_sort(ids, keys)
+        np.testing.assert_array_equal(got_ids, ids[want])
+        np.testing.assert_array_equal(got_keys, keys[want])
+
+
+def test_segment_sorts_of_64_bit_keys_under_x64():
+    # 64-bit keys cross the callback as uint32 pairs (see test_x64_keys_survive_...).
+    ids, x = _segment_data(LONG, np.float64, seed=12)
+    x[::7] = x[1] + 1e-16  # ties at a distance float32 would not resolve
+    keys = np.random.default_rng(13).integers(-(2**62), 2**62, LONG)
+    keys[::5] = keys[3]
+    with x64():
+        for _ in range(5):
+            order = jax.jit(_sort.segment_argsort)(jnp.asarray(ids), jnp.asarray(x))
+            np.testing.assert_array_equal(order, np.lexsort((x + 0.0, ids)))
+            got_ids, got_keys = jax.jit(_sort.segment_sort)(jnp.asarray(ids), jnp.asarray(keys))
+            assert got_keys.dtype == jnp.int64
+            want = np.lexsort((keys, ids))
+            np.testing.assert_array_equal(got_ids, ids[want])
+            np.testing.assert_array_equal(got_keys, keys[want])
+
+
+@pytest.mark.parametrize("n", [SHORT, LONG])
+def test_segment_sorts_vmap_each_row(n):
+    rows = [_segment_data(n, seed=s) for s in range(3)]
+    ids, x = (np.stack(a) for a in zip(*rows, strict=True))
+    want = np.stack([np.lexsort((k + np.float32(0), i)) for i, k in zip(ids, x, strict=True)])
+    np.testing.assert_array_equal(jax.jit(jax.vmap(_sort.segment_argsort))(ids, x), want)
+    shared = np.stack([np.lexsort((k + np.float32(0), ids[0])) for k in x])
+    batched = jax.vmap(_sort.segment_argsort, in_axes=(None, 0))(ids[0], x)
+    np.testing.assert_array_equal(batched, shared)
+    keys = x.view(np.int32)
+    got_ids, got_keys = jax.vmap(_sort.segment_sort)(ids, keys)
+    want = np.stack([np.lexsort((k, i)) for i, k in zip(ids, keys, strict=True)])
+    np.testing.assert_array_equal(got_keys, np.take_along_axis(keys, want, -1))
+    np.testing.assert_array_equal(got_ids, np.take_along_axis(ids, want, -1))
+
+
+def test_segment_sorts_size_picks_the_path_and_reject_float_values():
+    def lowered(fn, n, dtype):
+        spec = jax.ShapeDtypeStruct((n,), jnp.int32), jax.ShapeDtypeStruct((n,), dtype)
+        return jax.jit(fn).lower(*spec).as_text()
+
+    small, large = _sort.HOST_SEGMENT_SORT_MIN_SIZE - 1, _sort.HOST_SEGMENT_SORT_MIN_SIZE
+    for fn in (_sort.segment_argsort, _sort.segment_sort):
+        assert "callback" not in lowered(fn, small, jnp.int32)
+        assert "callback" in lowered(fn, large, jnp.int32)
+    with pytest.raises(ValueError, match="integer keys"):
+        _sort.segment_sort(jnp.zeros(3, jnp.int32), jnp.zeros(3))
+    with pytest.raises(ValueError, match="ids must be integers"):
+        _sort.segment_argsort(jnp.zeros(3), jnp.zeros(3))
