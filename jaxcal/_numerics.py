@@ -142,9 +142,22 @@ def normalize_weights(weights: jax.Array) -> tuple[jax.Array, jax.Array]:
       ([0.950738, 0.316913, 0.0], -98)
     """
     _, e = jnp.frexp(jnp.max(jax.lax.stop_gradient(weights)))
-    half = (-e) // 2
-    scaled = weights * pow2(half, weights.dtype) * pow2(-e - half, weights.dtype)
-    return scaled, e
+    return times_pow2(weights, -e), e
+
+
+def times_pow2(x: jax.Array, k: jax.Array) -> jax.Array:
+    """``x * 2**k`` for an integer ``k`` in ``[2 minexp, 2 (maxexp - 1)]`` of ``x``'s dtype:
+    two multiplications by exact powers of two (one alone would leave the normal range for
+    ``|k| > 126`` in float32), so no rounding unless the product leaves the normal range.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> x = times_pow2(jnp.float32(3 * 2.0**100), jnp.int32(-200))  # 2**-200 is no float32
+      >>> float(x) == 3 * 2.0**-100
+      True
+    """
+    half = k // 2
+    return x * pow2(half, x.dtype) * pow2(k - half, x.dtype)
 
 
 def scale_free(weights: jax.Array | None) -> jax.Array | None:

@@ -6,9 +6,10 @@ exactly those sums, so an evaluation set can be fed batch by batch (:func:`updat
 inside ``jax.lax.scan``), spread over devices and hosts, and reduced at the end:
 
 * :func:`merge` is elementwise addition of the two states' arrays, hence
-  ``jax.lax.psum(state, axis_name)`` inside ``shard_map`` *is* the multi-device merge,
-  and ``jax.jit`` over inputs sharded with ``NamedSharding`` gives the same numbers (XLA
-  inserts the cross-device sum). Nothing is gathered: the state is O(n_bins x K) numbers
+  ``jax.lax.psum(state, axis_name)`` inside ``shard_map`` *is* the multi-device merge
+  (for states of equal ``exponent``: always, unless weights lie beyond ``2**±64``; see
+  :func:`merge`), and ``jax.jit`` over inputs sharded with ``NamedSharding`` gives the
+  same numbers (XLA inserts the cross-device sum). Nothing is gathered: the state is O(n_bins x K) numbers
   whatever the number of samples, where torchmetrics and torch-uncertainty keep every
   prediction and all-gather them.
   Two JAX details: inside ``shard_map``, a ``lax.scan`` carry started from :func:`init`
@@ -34,6 +35,10 @@ default, float64 under ``jax_enable_x64``):
 * ``totals`` C ``(3,)``: total weight, summed Brier score, summed log loss.
 * ``compensation``: the low-order parts of the three float arrays (compensated, i.e.
   Kahan/Knuth TwoSum, accumulation across updates).
+* ``exponent`` int32: the float sums are in units of ``2**exponent``. It is 0 unless a
+  weight lies outside ``[2**-65, 2**64)``; beyond that band batches and states are scaled
+  by exact powers of two, so weights of 1e37 or 1e-37 give the metrics of weights near 1
+  (``jaxcal.streaming._scale``).
 
 Numerics:
 
@@ -75,6 +80,7 @@ from jaxcal.streaming._corp import (
 )
 from jaxcal.streaming._dask import dask_state
 from jaxcal.streaming._hosts import process_merge
+from jaxcal.streaming._merge import merge
 from jaxcal.streaming._nnx import nnx_metric  # imports flax on its first call only
 from jaxcal.streaming._parquet import ParquetStates, parquet_state
 from jaxcal.streaming._poisson import (
@@ -88,7 +94,6 @@ from jaxcal.streaming._state import (
     CalibrationState,
     compute,
     init,
-    merge,
     update,
 )
 from jaxcal.streaming._views import EqualMassECE, equal_mass_ece, rebin, reliability_curve

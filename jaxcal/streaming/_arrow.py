@@ -33,7 +33,8 @@ engine may write them per group). The schema metadata holds ``jaxcal.schema`` =
 ``jaxcal.state/1`` and the state's layout (``n_bins``, ``resolution``, ``num_classes``,
 ``closed``, ``binary``); :func:`from_arrow` takes them from there or from its keywords.
 The float sums go through float64, so a float32 state's compensated (high, low) pairs
-survive the round trip.
+survive the round trip; they are plain sums (a state's ``exponent`` is applied on
+writing and chosen again, from the total weight, on reading).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcal.streaming._scale import BAND
 from jaxcal.streaming._state import CalibrationState, check_state, init
 
 #: The schema version written by :func:`to_arrow` and read by :func:`from_arrow`.
@@ -88,8 +90,9 @@ def to_arrow(state: CalibrationState) -> Any:
     pa = _pyarrow()
     state = check_state(state)
     highs = (state.top_sums, state.class_sums, state.totals)
+    exponent = int(np.asarray(state.exponent))  # the table holds plain sums
     top_sums, class_sums, totals = (
-        np.asarray(h, np.float64) + np.asarray(lo, np.float64)
+        np.ldexp(np.asarray(h, np.float64) + np.asarray(lo, np.float64), exponent)
         for h, lo in zip(highs, state.compensation, strict=True)
     )
     k, r = state.num_classes, state.resolution
@@ -225,8 +228,12 @@ def from_arrow(
     totals = np.array(
         [sums[0, 0, 0].sum(), column("sum_brier").sum(), column("sum_log_loss").sum()]
     )
+    # The state's power-of-two scale (jaxcal.streaming._scale), from the total weight.
+    exponent = int(np.frexp(totals[0])[1])
+    exponent = 0 if abs(exponent) <= BAND else exponent
     highs, lows = [], []
     for value in (sums[1, :3], sums[0], totals):
+        value = np.ldexp(value, -exponent)
         high = value.astype(state.dtype)
         highs.append(jnp.asarray(high))
         lows.append(jnp.asarray((value - high.astype(np.float64)).astype(state.dtype)))
@@ -237,6 +244,7 @@ def from_arrow(
         class_sums=highs[1],
         totals=highs[2],
         compensation=tuple(lows),
+        exponent=jnp.asarray(exponent, jnp.int32),
         closed=state.closed,
         binary=state.binary,
         n_bins=state.n_bins,

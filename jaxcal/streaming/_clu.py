@@ -10,8 +10,9 @@ import jax
 
 from jaxcal._checks import check_option
 from jaxcal._ece import check_norm
+from jaxcal.streaming._merge import merge, merge_stacked
 from jaxcal.streaming._model_output import model_output_batch
-from jaxcal.streaming._state import OUTPUTS, CalibrationState, compute, init, merge, update
+from jaxcal.streaming._state import OUTPUTS, CalibrationState, compute, init, update
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +76,7 @@ class CalibrationMetric:
 
     def reduce(self) -> CalibrationMetric:
         """Merge along the leading (device) axis, e.g. after ``jax.lax.all_gather``."""
-        return type(self)(jax.tree_util.tree_map(lambda x: x.sum(axis=0), self.state))
+        return type(self)(merge_stacked(self.state))
 
     def compute(self) -> Any:
         """``compute(state)``'s dict, or its entry ``output`` when the class names one."""

@@ -27,6 +27,7 @@ from jaxcal._decomposition import SCORES, ScoreDecomposition, assemble, group_te
 from jaxcal._isotonic import IsotonicParams
 from jaxcal._numerics import safe_divide
 from jaxcal.streaming._buckets import bucket_pav
+from jaxcal.streaming._scale import unscaled
 from jaxcal.streaming._state import CalibrationState, check_state, value_of
 from jaxcal.streaming._views import main_cells
 
@@ -74,7 +75,8 @@ def corp_from_sums(
 
 @jax.jit
 def _curve_kernel(state):
-    return corp_from_sums(*main_cells(state))
+    curve = corp_from_sums(*main_cells(state))
+    return curve._replace(weight=unscaled(curve.weight, state))  # in the caller's units
 
 
 def corp_curve(state: CalibrationState) -> BucketCorp:

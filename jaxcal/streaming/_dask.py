@@ -14,8 +14,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxcal.streaming._merge import merge
 from jaxcal.streaming._parquet import ParquetStates, dataset, parquet_state
-from jaxcal.streaming._state import merge
 
 
 def _file_states(path: str, key_data, options: dict) -> ParquetStates:

@@ -15,6 +15,15 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaxcal.streaming._merge import merge_stacked
+from jaxcal.streaming._state import CalibrationState
+
+
+def _sum_rows(tree: Any) -> Any:
+    if isinstance(tree, CalibrationState):  # brought to one exponent first
+        return merge_stacked(tree)
+    return jax.tree_util.tree_map(lambda a: a.sum(0, dtype=a.dtype), tree)
+
 
 def process_merge(tree: Any) -> Any:
     """The sum of a state (or any pytree of arrays, e.g. Poisson replicates) over all
@@ -46,8 +55,5 @@ def process_merge(tree: Any) -> Any:
         return jax.make_array_from_process_local_data(rows, local, (len(devices), *local.shape[1:]))
 
     stacked = jax.tree_util.tree_map(global_rows, tree)
-    summed = jax.jit(
-        lambda t: jax.tree_util.tree_map(lambda a: a.sum(0, dtype=a.dtype), t),
-        out_shardings=replicated,
-    )(stacked)
+    summed = jax.jit(_sum_rows, out_shardings=replicated)(stacked)
     return jax.tree_util.tree_map(lambda a: jax.numpy.asarray(a.addressable_data(0)), summed)

@@ -15,8 +15,9 @@ import jax.numpy as jnp
 
 from jaxcal._checks import check_option
 from jaxcal._ece import check_norm
+from jaxcal.streaming._merge import merge
 from jaxcal.streaming._model_output import model_output_batch
-from jaxcal.streaming._state import OUTPUTS, compute, init, merge, update
+from jaxcal.streaming._state import OUTPUTS, compute, init, update
 
 
 class _CalibrationNNXMetric:

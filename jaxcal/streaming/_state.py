@@ -28,6 +28,15 @@ from jaxcal._numerics import compute_dtype, rows_per_block, safe_divide, two_sum
 from jaxcal._scoring import brier_per_sample, decomposition_terms, log_loss_per_sample
 from jaxcal._validity import run_validated, summarize
 from jaxcal.streaming._buckets import coarsen, coarsen_moments
+from jaxcal.streaming._scale import (
+    common,
+    effective,
+    rescaled,
+    state_exponent,
+    times_pow2,
+    unscaled,
+    weight_exponent,
+)
 
 #: Keys of the dict returned by :func:`compute`, in order.
 OUTPUTS = (
@@ -51,7 +60,15 @@ _FLOAT_FIELDS = ("top_sums", "class_sums", "totals")
 
 @partial(
     jax.tree_util.register_dataclass,
-    data_fields=["top_count", "top_sums", "class_count", "class_sums", "totals", "compensation"],
+    data_fields=[
+        "top_count",
+        "top_sums",
+        "class_count",
+        "class_sums",
+        "totals",
+        "compensation",
+        "exponent",
+    ],
     meta_fields=["closed", "binary", "n_bins"],
 )
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +90,11 @@ class CalibrationState:
         of ``d``, ``d^2``, ``d 1[y = k]`` with ``d = p_k - (j + 1/2) / R`` (all weighted).
       totals: ``(3,)`` total weight, sum of per-sample Brier scores, sum of log losses.
       compensation: low-order parts ``(top_sums, class_sums, totals)`` of the compensated
-        sums; the value of a sum is ``high + low``.
+        sums; the value of a sum is ``(high + low) * 2**exponent``.
+      exponent: int32 scalar, the power of two the float sums are kept in units of: 0
+        unless a weight lies outside ``[2**-65, 2**64)``, so that weights near 1e37 or
+        1e-37 neither overflow nor underflow the sums (:mod:`jaxcal.streaming._scale`).
+        Optional when constructing a state by hand (default 0: sums in plain units).
       closed: ``"right"`` or ``"left"``, the bin-edge convention (as in :func:`jaxcal.ece`).
       binary: whether the stream is 1-D positive-class probabilities (K = 2 internally).
       n_bins: M, the uniform bins :func:`compute` reports (a divisor of R).
@@ -88,6 +109,7 @@ class CalibrationState:
     closed: str = "right"
     binary: bool = False
     n_bins: int = 0
+    exponent: jax.Array | int = 0
 
     @property
     def resolution(self) -> int:
@@ -171,6 +193,7 @@ def init(
         class_sums=sums[1],
         totals=sums[2],
         compensation=tuple(jnp.zeros_like(s) for s in sums),
+        exponent=jnp.zeros((), jnp.int32),
         closed=closed,
         binary=binary,
         n_bins=n_bins,
@@ -234,9 +257,21 @@ def mask_padding(state, probs, labels, weights):
 
 
 def accumulate(state, probs, labels, weights):
-    """The state plus one batch's sums (compensated); inputs already masked."""
+    """The state plus one batch's sums (compensated); inputs already masked.
+
+    The batch is summed with its weights divided by ``2**e`` (:func:`weight_exponent`),
+    then the state and the batch sums are brought to the larger exponent (exact powers of
+    two), so that no weight scale overflows or underflows the float sums.
+    """
+    e_batch = jnp.zeros((), jnp.int32)
+    if weights is not None:
+        weights = weights.astype(compute_dtype(probs.dtype))
+        e_batch = weight_exponent(weights)
+        weights = times_pow2(weights, -e_batch)
     sums = _batch_sums(probs, labels, weights, state.resolution, state.closed, state.binary)
-    return add_batch(state, sums)
+    e = common(state_exponent(state), effective(e_batch, sums[4][0]))
+    scaled = [times_pow2(x, e_batch - e) if x.dtype != jnp.int32 else x for x in sums]
+    return add_batch(rescaled(state, e), scaled)
 
 
 def add_batch(state, sums):
@@ -315,35 +350,6 @@ def update(
     )
 
 
-def merge(a: CalibrationState, b: CalibrationState) -> CalibrationState:
-    """The state of the concatenated streams: elementwise addition of every array.
-
-    Associative and commutative (up to float round-off in the sums; counts exactly), with
-    :func:`init` as the identity. Because it is a plain sum, ``jax.lax.psum(state,
-    axis_name)`` is the same merge across the devices of a mesh axis.
-
-    Example:
-      >>> import jax.numpy as jnp
-      >>> a = update(init(2, 2), jnp.array([[0.9, 0.1]]), jnp.array([0]))
-      >>> b = update(init(2, 2), jnp.array([[0.2, 0.8]]), jnp.array([0]))
-      >>> round(float(compute(merge(a, b))["ece"]), 4)  # as one batch of both rows
-      0.35
-    """
-    a, b = check_state(a, "a"), check_state(b, "b")
-    if _layout(a) != _layout(b):
-        raise ValueError(
-            "`a` and `b` must come from init with the same n_bins, num_classes, closed, "
-            f"binary and resolution; got {_layout(a)} and {_layout(b)}."
-        )
-    if a.dtype != b.dtype:
-        raise ValueError(f"`a` and `b` must have the same dtype; got {a.dtype} and {b.dtype}.")
-    return jax.tree_util.tree_map(jnp.add, a, b)
-
-
-def _layout(state: CalibrationState) -> tuple:
-    return (state.n_bins, state.num_classes, state.closed, state.binary, state.resolution)
-
-
 def coarsened(state: CalibrationState, n_bins: int) -> CalibrationState:
     """The state re-binned from its R buckets to M = ``n_bins`` dividing R (exact sums)."""
     if n_bins == state.resolution:
@@ -414,7 +420,7 @@ def _compute_kernel(state, norm, debias, average):
         "within_bin_variance": wbv,
         "within_bin_covariance": wbc,
         "count": state.top_count.sum(),
-        "weight": total,
+        "weight": unscaled(total, state),
     }
 
 
@@ -444,7 +450,7 @@ def compute(
                                   ``within_bin_variance``, ``within_bin_covariance``
                                   (``brier`` is the Brier score above)
     ``count``                     int32 number of samples with positive weight
-    ``weight``                    total sample weight
+    ``weight``                    total sample weight (``inf`` if it exceeds the dtype)
     ============================  =======================================================
 
     The identity ``brier = reliability - resolution + uncertainty + within_bin_variance -

@@ -19,6 +19,7 @@ from jaxcal._ece import gap_norm
 from jaxcal._numerics import safe_divide
 from jaxcal._reliability import ReliabilityCurve
 from jaxcal.streaming._buckets import equal_mass_groups
+from jaxcal.streaming._scale import unscaled
 from jaxcal.streaming._state import CalibrationState, check_bins, check_state, coarsened, value_of
 
 
@@ -37,7 +38,7 @@ def _curve_kernel(state):
     return ReliabilityCurve(
         edges=uniform_edges(state.n_bins, state.dtype),
         counts=cells.count,
-        weights=cells.weight,
+        weights=unscaled(cells.weight, state),
         mean_confidence=safe_divide(cells.sum_score, cells.weight),
         mean_accuracy=safe_divide(cells.sum_target, cells.weight),
     )
