@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from jax.scipy.special import ndtri
 
 from jaxcal._checks import check_probs_labels
-from jaxcal._numerics import compute_dtype, vary_like
+from jaxcal._numerics import compute_dtype, normalize_weights, pow2, vary_like
 from jaxcal._validity import mask_padding
 
 #: Ridge toward the calibrated values (a, b) = (0, 1), per unit of total weight: it keeps
@@ -156,12 +156,23 @@ def logistic_newton(
     return theta, jnp.linalg.inv(info + jitter * jnp.eye(d, dtype=dtype)), done
 
 
-def _wald(estimate, variance, z):
-    se = jnp.sqrt(jnp.maximum(variance, 0))
+def _wald(estimate, variance, z, exponent):
+    """Wald interval of an estimate whose ``variance`` was computed with the weights
+    divided by ``2**exponent``: frequency weights divide the variance by that factor,
+    and ``sqrt(v 2**-e) = sqrt(v 2**-r) 2**-h`` (e = 2h + r) never leaves the float range
+    where ``v 2**-e`` would (an SE of 1e-20 has a variance below float32's smallest)."""
+    h = exponent // 2
+    se = jnp.sqrt(jnp.maximum(variance, 0) * pow2(2 * h - exponent, variance.dtype))
+    se = se * pow2(-h, se.dtype)
     return WaldEstimate(estimate, se, estimate - z * se, estimate + z * se)
 
 
 def _binary_fit(p, y, w, z):
+    # The fits run on weights divided by a power of two near their largest (the same
+    # estimate, exactly: every term of the objective scales alike), so that weights of
+    # 1e37 do not overflow the information nor 1e-30 underflow it; the variances are
+    # scaled back (frequency weights: weights 1e30 give standard errors 1e15 times smaller).
+    w, exponent = normalize_weights(w)
     dtype = p.dtype
     eps = jnp.finfo(dtype).eps
     pc = jnp.clip(p, eps, 1 - eps)
@@ -172,9 +183,9 @@ def _binary_fit(p, y, w, z):
     )
     citl, cov1, ok1 = logistic_newton(ones[:, None], lp, y, w, jnp.zeros((1,), dtype))
     return CalibrationSlopeIntercept(
-        slope=_wald(theta[1], cov[1, 1], z),
-        intercept=_wald(theta[0], cov[0, 0], z),
-        citl=_wald(citl[0], cov1[0, 0], z),
+        slope=_wald(theta[1], cov[1, 1], z, exponent),
+        intercept=_wald(theta[0], cov[0, 0], z, exponent),
+        citl=_wald(citl[0], cov1[0, 0], z, exponent),
         converged=ok1 & ok2,
     )
 
@@ -225,7 +236,9 @@ def calibration_slope_intercept(
     Maximum likelihood by Newton-Raphson (IRLS) with a step-halving line search, in a
     ``lax.while_loop``; the intervals are Wald intervals ``estimate -/+ z_(1+c)/2 SE``
     with SE from the inverse Fisher information at the estimate (statsmodels' ``Logit``
-    ``conf_int()``). ``weights`` are frequency weights of the likelihood.
+    ``conf_int()``). ``weights`` are frequency weights of the likelihood: the estimates do
+    not depend on their scale, the standard errors shrink as ``1 / sqrt(scale)`` (finite
+    from 1e-37 to 1e37 in float32; below float32's smallest normal they read 0).
 
     Degenerate data have a documented finite answer: a ridge of ``RIDGE`` (1e-8) per unit
     weight toward the calibrated values (a, b) = (0, 1) makes the estimate exist when the

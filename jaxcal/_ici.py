@@ -17,7 +17,7 @@ from jaxcal._checks import (
 from jaxcal._confidence import scores_and_targets
 from jaxcal._corp import curve_of
 from jaxcal._loess import lowess
-from jaxcal._numerics import compute_dtype, weighted_mean
+from jaxcal._numerics import compute_dtype, scale_free, weighted_mean
 from jaxcal._sort import sort
 
 SMOOTHERS = ("loess", "corp")
@@ -52,6 +52,7 @@ def type7_quantile(values: jax.Array, valid: jax.Array, q: float) -> jax.Array:
 @partial(jax.jit, static_argnames=("smoother", "frac", "iterations"))
 def _ici_kernel(probs, labels, weights, smoother, frac, iterations):
     s, y, _ = scores_and_targets(probs, labels)
+    weights = scale_free(weights)  # loess's weighted sums overflowed at weights of 1e37
     dtype = compute_dtype(s.dtype)
     p = jnp.clip(s.astype(dtype), 0, 1)
     if smoother == "loess":

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from jaxcal._checks import check_labels, check_probs_labels, check_weights
 from jaxcal._clinical import check_open_unit, per_class
-from jaxcal._numerics import compute_dtype, safe_divide
+from jaxcal._numerics import compute_dtype, normalize_weights, safe_divide, times_pow2
 
 
 class ObservedExpected(NamedTuple):
@@ -42,6 +42,10 @@ def _byar(o: jax.Array, z: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def _oe(p, y, w, z):
+    # Weights divided by a power of two near their largest first: ``w * w`` overflowed
+    # float32 at weights of 1e20 (a NaN interval) and underflowed at 1e-20 (a 0 one).
+    # Everything but O and E is scale-free (n_eff, and the interval's ratio to E).
+    w, exponent = normalize_weights(w)
     o = jnp.sum(w * y)
     e = jnp.sum(w * p)
     # Kish's effective count: the interval of a weighted count is Byar's on n_eff events,
@@ -51,7 +55,11 @@ def _oe(p, y, w, z):
     scale = jnp.where(o > 0, safe_divide(o2, o), 1)
     low, high = _byar(n_eff, z)
     return ObservedExpected(
-        safe_divide(o, e), safe_divide(scale * low, e), safe_divide(scale * high, e), o, e
+        safe_divide(o, e),
+        safe_divide(scale * low, e),
+        safe_divide(scale * high, e),
+        times_pow2(o, exponent),
+        times_pow2(e, exponent),
     )
 
 
@@ -63,8 +71,9 @@ def _prevalence_kernel(labels, weights, prevalence):
     dtype = compute_dtype(prevalence.dtype)
     w = jnp.ones(labels.shape, dtype) if weights is None else weights.astype(dtype)
     y = labels == 1
-    pos = jnp.sum(jnp.where(y, w, 0))
-    neg = jnp.sum(jnp.where(y, 0, w))
+    scaled, _ = normalize_weights(w)  # the class totals of weights of 1e37 would overflow
+    pos = jnp.sum(jnp.where(y, scaled, 0))
+    neg = jnp.sum(jnp.where(y, 0, scaled))
     total = pos + neg
     # Each class keeps its total if it has none (no weight to move).
     up = jnp.where(pos > 0, safe_divide(prevalence * total, pos), 1)
@@ -129,6 +138,11 @@ def observed_expected_ratio(
     ``O_U = (O + 1)(1 - 1/(9 (O + 1)) + z/(3 sqrt(O + 1)))^3``, divided by E (O = 0 gives a
     lower limit of 0). With weights it is computed on Kish's effective number of events
     ``O^2 / sum w^2 y`` and scaled back. E = 0 gives a ratio and interval of 0.
+
+    The weights are therefore survey-style (their scale does not matter: weights of 1e30
+    or 1e-30 give the ratio and interval of weights near 1, only O and E scale, to
+    ``inf`` where they exceed the dtype); to count each sample w times (frequency
+    weights), repeat the rows, which raises n_eff and narrows the interval.
 
     Args:
       probs: ``(N,)`` positive-class probabilities, or ``(N, K)`` (per class).

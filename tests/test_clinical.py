@@ -108,3 +108,17 @@ def test_grad_is_the_implicit_derivative():
         jax.test_util.check_grads(f, (p, w), order=1, modes=["rev"], eps=1e-6)
         g = jax.jit(jax.grad(lambda p: calibration_slope_intercept(p, y).slope.estimate))(p)
         assert bool(jnp.all(jnp.isfinite(g)))
+
+
+@pytest.mark.parametrize("scale", [1e37, 1e30, 1e-30])
+def test_frequency_weights_of_any_scale(scale):
+    # 1e37 weights overflowed the Fisher information (NaN): the fit now runs on weights
+    # scaled by a power of two, and the standard errors scale as 1 / sqrt(scale).
+    p, w = P.astype(np.float32), W.astype(np.float32) + np.float32(0.1)
+    base = calibration_slope_intercept(p, Y, weights=w)
+    res = calibration_slope_intercept(p, Y, weights=w * np.float32(scale))
+    assert bool(res.converged)
+    for got, want in zip(res[:3], base[:3], strict=True):
+        # a non-power-of-two scale rounds each weight once: a few float32 ulps
+        assert_close(got.estimate, want.estimate, rtol=1e-4)
+        assert_close(got.std_error * np.sqrt(scale), want.std_error, rtol=1e-4)

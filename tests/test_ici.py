@@ -74,3 +74,12 @@ def test_grad_of_the_loess_ici():
         )
         e = jax.grad(lambda p: jaxcal.ici(p, Y[:n], smoother="corp").ici)(P[:n])
         assert bool(jnp.all(jnp.isfinite(e)))
+
+
+@pytest.mark.parametrize("scale", [1e37, 1e-30])
+def test_weights_of_any_scale(scale):
+    # loess's weighted sums overflowed at 1e37 (ICI 0.54 against 0.03)
+    p, w = P.astype(np.float32), (rng.random(N) + 0.5).astype(np.float32)
+    base = jaxcal.ici(p, Y, weights=w)
+    # a non-power-of-two scale rounds each weight once: a few float32 ulps
+    assert_close(jaxcal.ici(p, Y, weights=w * np.float32(scale)), base, rtol=1e-4, atol=1e-6)

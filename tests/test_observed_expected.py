@@ -63,3 +63,20 @@ def test_grad_and_prevalence_weights_under_jit_and_vmap():
     f = jax.jit(lambda y: prevalence_weights(y, 0.25))
     labels = np.stack([Y, 1 - Y])
     assert_close(jax.vmap(f)(labels)[1], prevalence_weights(1 - Y, 0.25))
+
+
+@pytest.mark.parametrize("scale", [1e37, 1e30, 1e-30])
+def test_interval_of_huge_and_tiny_weights(scale):
+    # w * w overflowed float32 at 1e30 (a NaN interval) and underflowed at 1e-30 (0, 0):
+    # Kish's n_eff is scale-free, so the ratio and interval are those of weights near 1.
+    p, w = P.astype(np.float32), (rng.random(N) + 0.5).astype(np.float32)
+    base = observed_expected_ratio(p, Y, weights=w)
+    res = observed_expected_ratio(p, Y, weights=w * np.float32(scale))
+    # a non-power-of-two scale rounds each weight once: a few float32 ulps
+    assert_close(res[:3], base[:3], rtol=1e-5)
+    total = float(np.sum(w * p, dtype=np.float64)) * scale
+    assert_close(res.expected, total if total < 3e38 else np.inf, rtol=1e-5)  # likewise
+    shifted = observed_expected_ratio(p, Y, weights=w * np.float32(scale), prevalence=0.3)
+    assert_close(
+        shifted[:3], observed_expected_ratio(p, Y, weights=w, prevalence=0.3)[:3], rtol=1e-5
+    )  # likewise
