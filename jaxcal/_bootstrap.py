@@ -156,6 +156,24 @@ def map_batches(fn, xs: jax.Array, n_batches: int, batch: int, draw=None):
     return jax.tree.map(lambda x: x.reshape(n_batches * batch, *x.shape[2:])[:r], out)
 
 
+def vmap_batch(fn):
+    """``jax.vmap(fn)`` over the leading axis; for a batch of one, ``fn`` on its element.
+
+    Large inputs run one resample per batch (``AUTO_BATCH_LABELS``), where ``vmap`` would
+    only add a batch axis of size 1: a vmapped scatter then indexes with (batch, segment)
+    pairs, twice its index buffer (80 MB of the classwise ECE's scratch at N K = 1e7),
+    and XLA keeps the batched copies of its gathers.
+    """
+
+    def batched(*xs):
+        if jax.tree.leaves(xs)[0].shape[0] != 1:
+            return jax.vmap(fn)(*xs)
+        out = fn(*jax.tree.map(lambda x: x[0], xs))
+        return jax.tree.map(lambda x: x[None], out)
+
+    return batched
+
+
 class _Static:
     """A callable as a hashable static argument; equal partials share compiled code."""
 
@@ -293,8 +311,8 @@ def _consistency_kernel(
         def batch_fn(drawn):
             idx, y = drawn
             if weights is None:
-                return jax.vmap(lambda i, y_: evaluate(fn, probs[i], y_, None))(idx, y)
-            return jax.vmap(lambda i, y_: evaluate(fn, probs[i], y_, weights[i]))(idx, y)
+                return vmap_batch(lambda i, y_: evaluate(fn, probs[i], y_, None))(idx, y)
+            return vmap_batch(lambda i, y_: evaluate(fn, probs[i], y_, weights[i]))(idx, y)
 
         null = map_batches(batch_fn, seeds, n_batches, batch, draw_batch)
     elif spec is not None:  # compare like with like: the fast path's observed value
@@ -307,7 +325,7 @@ def _consistency_kernel(
         plan = label_plan(probs, scores_and_targets(probs, labels).scores)
 
         def batch_fn(y):  # y: (b, N) resampled labels
-            return jax.vmap(lambda y_: evaluate(fn, probs, y_, weights))(y)
+            return vmap_batch(lambda y_: evaluate(fn, probs, y_, weights))(y)
 
         draw_batch = partial(resampled_labels, plan=plan)
         null = map_batches(batch_fn, seeds, n_batches, batch, draw_batch)

@@ -28,6 +28,7 @@ from jaxcal._bootstrap import (
     evaluate,
     map_batches,
     tail_p_value,
+    vmap_batch,
 )
 from jaxcal._checks import check_option, check_probs
 from jaxcal._numerics import compute_dtype
@@ -141,8 +142,8 @@ def _bootstrap_kernel(
 
     def batch_fn(idx):  # idx: (b, N) resampled indices
         if weights is None:
-            return jax.vmap(lambda i: evaluate(fn, probs[i], labels[i], None))(idx)
-        return jax.vmap(lambda i: evaluate(fn, probs[i], labels[i], weights[i]))(idx)
+            return vmap_batch(lambda i: evaluate(fn, probs[i], labels[i], None))(idx)
+        return vmap_batch(lambda i: evaluate(fn, probs[i], labels[i], weights[i]))(idx)
 
     draw = partial(indices, n=n)
     samples = map_batches(batch_fn, seeds, n_batches, batch, draw).astype(estimate.dtype)
@@ -263,7 +264,7 @@ def _paired_kernel(
     seeds = resample_seeds(key, n_resamples)
 
     def batch_fn(idx):  # idx: (b, N) resampled indices
-        return jax.vmap(
+        return vmap_batch(
             lambda i: diff(
                 probs_a[i], probs_b[i], labels[i], None if weights is None else weights[i]
             )

@@ -27,6 +27,7 @@ from jaxcal._bootstrap import (
     check_key,
     check_n_resamples,
     map_batches,
+    vmap_batch,
 )
 from jaxcal._checks import check_option
 from jaxcal._corp import (
@@ -129,7 +130,7 @@ def bands_of(scores, targets, weights, seeds, kind, n_batches, batch, confidence
             return fill_gaps(x, calibrate(resampled), resampled.weight > 0)
 
         draw = partial(indices, n=n)
-    samples = map_batches(jax.vmap(fit), seeds, n_batches, batch, draw)
+    samples = map_batches(vmap_batch(fit), seeds, n_batches, batch, draw)
     low, high = column_quantiles(samples, _levels(confidence))
     size = knots.size
     return CorpBands(*(pad_last(v, size) for v in (x, observed, low, high)), size)
@@ -268,7 +269,7 @@ def _ci_kernel(probs, labels, weights, key, options, n_resamples, confidence, n_
         return _resampled_decomposition(score, method, problems, knots, weights, m, binned_args)
 
     seeds = resample_seeds(key, n_resamples)
-    samples = map_batches(jax.vmap(fit), seeds, n_batches, batch, partial(indices, n=n))
+    samples = map_batches(vmap_batch(fit), seeds, n_batches, batch, partial(indices, n=n))
     bounds = column_quantiles(jnp.stack(samples, axis=1), _levels(confidence))
     low, high = (ScoreDecomposition(*b) for b in bounds)
     return DecompositionIntervals(estimate, low, high, ScoreDecomposition(*samples))
