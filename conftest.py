@@ -52,7 +52,7 @@ elif not importlib.util.find_spec("dask"):  # the dask extra
 
 # Compiled code is kept between test runs: most of the suite's time is XLA compiling, and
 # CI runs it in three processes (fast tests, slow tests, the demo). JAX's persistent
-# compilation cache goes to $JAXCAL_CACHE_DIR/jax, by default .cache/jaxcal/jax in the
+# compilation cache goes to $JAXCAL_CACHE_DIR/jax-WORKER, by default .cache/jaxcal/jax-main in the
 # checkout (git-ignored; deleting it is always safe); every compilation is written, however
 # short (JAX's default threshold, 1 s, would leave out most of the suite's). The
 # `jaxcal report` runs of the CLI tests (in this process and in subprocesses) keep their
@@ -61,7 +61,11 @@ if os.environ.get("JAXCAL_NO_COMPILATION_CACHE", "").strip().lower() in ("", "0"
     _cache = Path(
         os.environ.setdefault("JAXCAL_CACHE_DIR", str(Path(__file__).parent / ".cache" / "jaxcal"))
     )
-    jax.config.update("jax_compilation_cache_dir", str(_cache / "jax"))
+    # One folder per pytest-xdist worker: JAX's unbounded cache writes an entry in place,
+    # without a lock (jax/_src/lru_cache.py, `put`), so a worker could load the other's
+    # half-written executable; a CI rehearsal with -n 2 died of SIGSEGV running one.
+    _worker = os.environ.get("PYTEST_XDIST_WORKER")
+    jax.config.update("jax_compilation_cache_dir", str(_cache / f"jax-{_worker or 'main'}"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
