@@ -38,9 +38,10 @@ follows the same rule (0/0 -> 0; x/0 -> +-inf).
 **Speed.** Scores in [0, 1] and a 0/1 label are packed into one integer key (the score's
 IEEE bits, which order non-negative floats like the floats themselves, shifted left once,
 plus the label), so one sort of integer values (:func:`jaxcal._sort.sort`: NumPy's SIMD
-sort on CPU, XLA's elsewhere) orders scores and carries labels with no gather. Weights are
-not carried through the sort (an argsort costs 1.6x this sort on CPU, more elsewhere): a
-binary search finds each sample's group and one scatter-add sums the group's weights.
+sort on CPU, XLA's elsewhere) orders scores and carries labels with no gather. Weighted,
+one stable argsort of the score bits (:func:`jaxcal._sort.argsort`; on CPU a sort within
+buckets of the key) orders scores, labels and weights by gathers, and a scatter-add in
+that order sums each group's weights in input order.
 :func:`calibration_tests` returns all three tests from that one sort.
 
 **Gradients.** The KS and Kuiper statistics are piecewise smooth in the scores (and
@@ -71,7 +72,7 @@ from jaxcal._path_tests import ks_result as _ks
 from jaxcal._path_tests import kuiper_result as _kuiper
 from jaxcal._path_tests import scores_targets as _scores_targets
 from jaxcal._segment_paths import check_groups, grouped_tests_kernel
-from jaxcal._sort import sort
+from jaxcal._sort import argsort, sort
 from jaxcal._validity import run_validated
 
 
@@ -107,32 +108,45 @@ class _SortedPath(NamedTuple):
     variance: jax.Array  # () sum w^2 s (1 - s)
 
 
+def _group_ends(score_bits: jax.Array) -> jax.Array:
+    """(N,) bool: the last sample of each group of equal sorted scores."""
+    return jnp.concatenate([score_bits[1:] != score_bits[:-1], jnp.ones(1, bool)])
+
+
 def _sorted_path(s: jax.Array, y: jax.Array, w: jax.Array | None) -> _SortedPath:
     """Sort once and walk the path of cumulative differences (see the module docstring).
 
-    Unweighted, the sorted keys alone carry scores and labels. Weighted, the weights are
-    not carried through the sort (an argsort and a gather would cost more): each
-    sample finds its group's end by binary search in the sorted scores, and one
-    scatter-add gathers the group sums ``sum w`` over the group's labels 0 and 1 and
-    ``sum w^2`` there, from which the step is ``(1 - s) W_1 - s W_0``.
+    Unweighted, the sorted keys alone carry scores and labels. Weighted, a stable order
+    of the scores gathers labels and weights, and scatter-adds to each group's last
+    sample sum ``sum w`` over the group's labels 0 and 1 and ``sum w^2`` there, from which
+    the step is ``(1 - s) W_1 - s W_0``. (Three 1-D scatters: one of ``(N, 3)`` rows
+    costs XLA:CPU several times more; a binary search of each sample's group, the
+    former way, cost more than the order.)
     """
     n, dtype = s.shape[0], s.dtype
     itype = jnp.int32 if dtype == jnp.float32 else jnp.int64
     bits = lax.bitcast_convert_type(lax.stop_gradient(s), itype)
     label = lax.stop_gradient(y).astype(itype)
-    key_sorted = sort(jnp.left_shift(bits, itype(1)) | label)
-    score_bits = jnp.right_shift(key_sorted, itype(1))
-    ss = lax.bitcast_convert_type(score_bits, dtype)
-    is_end = jnp.concatenate([score_bits[1:] != score_bits[:-1], jnp.ones(1, bool)])
     if w is None:
+        key_sorted = sort(jnp.left_shift(bits, itype(1)) | label)
+        score_bits = jnp.right_shift(key_sorted, itype(1))
+        ss = lax.bitcast_convert_type(score_bits, dtype)
+        is_end = _group_ends(score_bits)
         total = jnp.cumsum((key_sorted & itype(1)).astype(dtype) - ss)
         return _SortedPath(ss, total, is_end, jnp.ones_like(ss), jnp.sum(ss * (1 - ss)))
-    w = lax.stop_gradient(w)
-    end = jnp.searchsorted(score_bits, bits, side="right").astype(jnp.int32) - 1
-    is_one = label.astype(dtype)
-    parts = jnp.stack([w * (1 - is_one), w * is_one, w * w], axis=1)
-    sums = jnp.zeros((n, 3), dtype).at[end].add(parts, indices_are_sorted=False)
-    w0, w1, w2 = sums[:, 0], sums[:, 1], sums[:, 2]
+    # A stable order by score alone: each group's samples stay in input order, so the
+    # scatter-add below sums them in input order, the same floats as one in input order.
+    perm = argsort(bits)
+    score_bits = bits[perm]
+    ss = lax.bitcast_convert_type(score_bits, dtype)
+    is_end = _group_ends(score_bits)
+    end = lax.cummin(jnp.where(is_end, jnp.arange(n, dtype=jnp.int32), n), reverse=True)
+    w, is_one = lax.stop_gradient(w)[perm], label[perm].astype(dtype)
+    zeros = jnp.zeros_like(ss)
+    w0, w1, w2 = (
+        zeros.at[end].add(part, indices_are_sorted=True)
+        for part in (w * (1 - is_one), w * is_one, w * w)
+    )
     total = jnp.cumsum((1 - ss) * w1 - ss * w0)
     return _SortedPath(ss, total, is_end, w0 + w1, jnp.sum(w2 * ss * (1 - ss)))
 

@@ -59,6 +59,10 @@ HOST_SORT_MIN_SIZE = 32768
 #: :func:`segment_sort`) runs in NumPy on CPU: XLA's sort with two keys wins below it.
 HOST_SEGMENT_SORT_MIN_SIZE = 4096
 
+#: From this many uint32 keys, the host argsort sorts within buckets of the key
+#: (:func:`_bucketed_argsort_row`): below it, one sort of all the packed pairs is as fast.
+HOST_BUCKET_ARGSORT_MIN_SIZE = 32768
+
 # Index of the low 32-bit word of a uint64 viewed as two uint32.
 _LOW = 0 if sys.byteorder == "little" else 1
 
@@ -117,11 +121,30 @@ def _host_argsort(bits: np.ndarray) -> np.ndarray:
     bits = np.asarray(bits)
     if bits.dtype != np.uint32:
         return np.argsort(bits, axis=-1, kind="stable").astype(np.int32)
+    if bits.shape[-1] >= HOST_BUCKET_ARGSORT_MIN_SIZE:
+        rows = [_bucketed_argsort_row(row) for row in bits.reshape(-1, bits.shape[-1])]
+        return np.stack(rows).reshape(bits.shape)
     pairs = np.empty((*bits.shape, 2), np.uint32)
     pairs[..., _LOW] = np.arange(bits.shape[-1], dtype=np.uint32)
     pairs[..., 1 - _LOW] = bits
     pairs.view(np.uint64).reshape(bits.shape).sort(axis=-1)
     return pairs[..., _LOW].astype(np.int32)
+
+
+def _bucketed_argsort_row(bits: np.ndarray) -> np.ndarray:
+    """:func:`_host_argsort` of one long row of uint32: a sort within buckets of the key.
+
+    The bucket ``(bits - min) >> shift`` is monotone in the key, so the stable order by
+    (bucket, key) is the stable order by key; about ``N / 64`` buckets (at most 2**16,
+    NumPy's O(N) radix sort partitions them) leave short runs whose sorts stay in cache:
+    1.6-2x faster than one sort of all N packed pairs at 1e5-3e6 keys, as fast when the
+    keys fill a few buckets (benchmarks/bench_sort.py).
+    """
+    low = bits.min()
+    buckets = max(1, min(bits.size // 64, 2**16))
+    shift = max(0, int(bits.max() - low).bit_length() - (buckets.bit_length() - 1))
+    ids = ((bits - low) >> np.uint32(shift)).astype(np.int32)
+    return _host_segment_argsort_row(ids, bits)
 
 
 def _host_sort(keys: np.ndarray) -> np.ndarray:

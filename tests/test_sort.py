@@ -59,6 +59,28 @@ def test_host_and_xla_paths_agree(n):
     np.testing.assert_array_equal(_sort._host_argsort(np.asarray(bits)), _expected_order(x))
 
 
+@pytest.mark.parametrize(
+    "kind", ["spread", "narrow", "few values", "all equal", "extremes", "skewed"]
+)
+def test_host_argsort_within_buckets_is_the_stable_argsort(kind):
+    # From HOST_BUCKET_ARGSORT_MIN_SIZE keys the host sorts within buckets of the key; the
+    # shift adapts to the keys' range, so every spread of keys must give the same order.
+    n = _sort.HOST_BUCKET_ARGSORT_MIN_SIZE + 17
+    rng = np.random.default_rng(3)
+    keys = {
+        "spread": rng.integers(0, 2**32, n, dtype=np.uint64),
+        "narrow": 2**31 + rng.integers(0, 1000, n),
+        "few values": rng.integers(0, 4, n) * 2**30,
+        "all equal": np.full(n, 7),
+        "extremes": rng.choice([0, 1, 2**32 - 2, 2**32 - 1], n),
+        "skewed": np.where(rng.random(n) < 0.99, 5, rng.integers(0, 2**32, n, dtype=np.uint64)),
+    }[kind]
+    bits = np.asarray(keys, np.uint64).astype(np.uint32)
+    expected = np.argsort(bits, kind="stable")
+    np.testing.assert_array_equal(_sort._bucketed_argsort_row(bits), expected)
+    np.testing.assert_array_equal(_sort._host_argsort(np.stack([bits, bits[::-1]]))[0], expected)
+
+
 def test_the_size_picks_the_path():
     def lowered(fn, n, dtype=jnp.float32):
         return jax.jit(fn).lower(jax.ShapeDtypeStruct((n,), dtype)).as_text()
