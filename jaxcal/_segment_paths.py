@@ -162,24 +162,36 @@ def overlapping_extremes(
     return packed_extremes(s, y, w, pack_masks(masks), masks.shape[1])[0]
 
 
-def _block_extremes(x: jax.Array, end: jax.Array):
-    """Per block of LEVEL rows of ``x`` ``(N, C)``: (max prefix, min prefix, total).
+def _block_extremes(words: jax.Array, d: jax.Array, end: jax.Array):
+    """Per block of LEVEL consecutive rows: (max prefix, min prefix, total), ``(B, 32)``.
 
-    Only rows where ``end`` ``(N, 1)`` holds are points of the path. One fused pass that
-    reads each element of ``x`` once (a form with ``where(end, x, -inf)`` as a separate
-    input makes XLA recompute ``x``'s gather and unpacking per use, 3x slower).
+    ``words``, ``d``, ``end`` are ``(LEVEL, B)`` (:func:`_slabs`): entry ``[j, r]`` is row
+    ``r LEVEL + j`` of the sorted order (its packed word, step, and whether it ends a
+    group of equal scores). Step j of every block is then one contiguous ``(B, 32)``
+    slab, which XLA:CPU vectorises: 3.5x faster than slicing step j out of a
+    ``(B, LEVEL, 32)`` array, the former layout, with the same floats. Only rows where
+    ``end`` holds are points of the path. One fused pass that unpacks the bits inside
+    it (no ``(N, 32)`` array is stored).
     """
-    rows = x.shape[0] // LEVEL
-    x = x.reshape(rows, LEVEL, -1)
-    end = end.reshape(rows, LEVEL, 1)
-    acc = x[:, 0]
-    top = jnp.where(end[:, 0], acc, -jnp.inf)
-    bottom = jnp.where(end[:, 0], acc, jnp.inf)
+
+    def step(j):
+        return _unpack(words[j], d.dtype) * d[j][:, None], end[j][:, None]
+
+    acc, at = step(0)
+    top = jnp.where(at, acc, -jnp.inf)
+    bottom = jnp.where(at, acc, jnp.inf)
     for j in range(1, LEVEL):
-        acc = acc + x[:, j]
-        top = jnp.maximum(top, jnp.where(end[:, j], acc, -jnp.inf))
-        bottom = jnp.minimum(bottom, jnp.where(end[:, j], acc, jnp.inf))
+        x, at = step(j)
+        acc = acc + x
+        top = jnp.maximum(top, jnp.where(at, acc, -jnp.inf))
+        bottom = jnp.minimum(bottom, jnp.where(at, acc, jnp.inf))
     return top, bottom, acc
+
+
+def _slabs(a: jax.Array) -> jax.Array:
+    """``(N,)`` -> ``(LEVEL, ceil(N / LEVEL))``: row ``r LEVEL + j`` at ``[j, r]``, padded
+    with zeros (position 0, step 0, not an end: identities of the prefix pass)."""
+    return jnp.pad(a, (0, -a.shape[0] % LEVEL)).reshape(-1, LEVEL).T
 
 
 def packed_extremes(s, y, w, words, num: int, extra: jax.Array | None = None):
@@ -194,18 +206,17 @@ def packed_extremes(s, y, w, words, num: int, extra: jax.Array | None = None):
     d, v = _steps(s, y, w)
     ones = jnp.ones_like(s) if w is None else w
     cols = jnp.stack([v, ones] if extra is None else [v, ones, *extra])
-    # Padding rows (position 0, step 0, not an end) are identities.
-    pad = -n % LEVEL
-    perm = jnp.pad(perm, (0, pad))
-    d_s = jnp.pad(d[perm[:n]], (0, pad))[:, None]
-    end_s = jnp.pad(is_end, (0, pad))[:, None]
+    d_s, end_s, perm_s = _slabs(d[perm]), _slabs(is_end), _slabs(perm)
 
     def one_word(word):
-        t, b = _reduce_levels(*_block_extremes(_unpack(word[perm], dtype) * d_s, end_s))
+        # The gather stays inside the pass: a (32, N) gather of rows first, or a
+        # gathered copy of all words, costs more (measured).
+        t, b = _reduce_levels(*_block_extremes(word[perm_s], d_s, end_s))
         return jnp.maximum(t, 0), jnp.minimum(b, 0)
 
     t, b = lax.map(one_word, words)
-    # The sums need no order: the words as given, a second pass.
+    # The sums need no order: the words as given, a second pass (fusing them into the
+    # prefix pass, in sorted order, costs as much as this matrix product).
     sums = lax.map(lambda word: cols @ _unpack(word, dtype), words)
     top, bottom = t.reshape(-1)[:num], b.reshape(-1)[:num]
     sums = jnp.moveaxis(sums, 0, 1).reshape(cols.shape[0], -1)[:, :num]
