@@ -15,12 +15,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import assert_close, count_compiles, x64
+from jax import lax
 from jax.test_util import check_grads
 from mapie.metrics import calibration as mapie
 from scipy import stats as sps
 
 import jaxcal
 from jaxcal import stats
+from jaxcal._cumulative import _sorted_path
 
 # ----------------------------------------------------------------------------- oracle
 
@@ -406,3 +408,31 @@ def test_float32_at_a_million_samples_matches_float64():
     assert_close(r.ks.statistic, ks, rtol=1e-5, atol=0)
     assert_close(r.kuiper.statistic, kuiper, rtol=1e-5, atol=0)
     assert_close(r.spiegelhalter.statistic, z, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n", [300, 40_000])  # XLA's argsort / the host's bucketed one
+def test_weighted_path_is_the_former_search_and_scatter_float_for_float(n):
+    # The weighted path orders by a stable argsort and scatter-adds in that order; the
+    # former program found each sample's group by binary search and scatter-added in
+    # input order. Ties keep the input order in a stable sort, so the group sums add the
+    # same floats in the same order: the path is bit for bit the former one.
+    rng = np.random.default_rng(11)
+    s = jnp.asarray(np.round(rng.random(n), 3), jnp.float32)  # heavy ties
+    y = jnp.asarray(rng.random(n) < 0.5, jnp.float32)
+    w = jnp.asarray(rng.uniform(0.1, 3.0, n), jnp.float32)
+
+    def former(s, y, w):
+        bits = lax.bitcast_convert_type(s, jnp.int32)
+        score_bits = jnp.sort(bits)
+        ss = lax.bitcast_convert_type(score_bits, jnp.float32)
+        end = jnp.searchsorted(score_bits, bits, side="right").astype(jnp.int32) - 1
+        parts = jnp.stack([w * (1 - y), w * y, w * w], axis=1)
+        sums = jnp.zeros((n, 3), jnp.float32).at[end].add(parts)
+        total = jnp.cumsum((1 - ss) * sums[:, 1] - ss * sums[:, 0])
+        return total, jnp.sum(sums[:, 2] * ss * (1 - ss))
+
+    path = jax.jit(_sorted_path)(s, y, w)
+    total, variance = jax.jit(former)(s, y, w)
+    ends = np.asarray(path.is_end)
+    np.testing.assert_array_equal(np.asarray(path.total)[ends], np.asarray(total)[ends])
+    np.testing.assert_array_equal(path.variance, variance)

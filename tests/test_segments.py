@@ -14,6 +14,7 @@ import pytest
 from helpers import assert_close, count_compiles, x64
 from reference_segments import aggregated_segments, holm, mcgrad_pvalue, mcgrad_segments
 
+from jaxcal import _segment_paths as sp
 from jaxcal import stats
 from jaxcal._segment_paths import disjoint_extremes, overlapping_extremes
 
@@ -291,3 +292,34 @@ def test_disjoint_paths_do_not_depend_on_the_input_order_bit_for_bit():
     b = fn(jnp.asarray(s[perm]), jnp.asarray(y[perm]), jnp.asarray(ids[perm]))
     np.testing.assert_array_equal(a.top, b.top)
     np.testing.assert_array_equal(a.bottom, b.bottom)
+
+
+def test_prefix_pass_in_slabs_is_the_former_block_layout_float_for_float():
+    # _block_extremes reads step j of every block as one (B, 32) slab of a (LEVEL, B)
+    # layout; the former program sliced it out of a (B, LEVEL, 32) array. Same adds in
+    # the same order, so the same floats; N = 600 pads the last block, ties span blocks.
+    s, y, _, _ = _data(seed=7, ties=True)
+    n, level = N, sp.LEVEL
+    rng = np.random.default_rng(8)
+    word = jnp.asarray(rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32))
+    d = jnp.asarray(y - s, jnp.float32)
+    end = jnp.asarray(np.append(s[1:] != s[:-1], True))
+
+    def former(word, d, end):
+        pad = -n % level
+        x = jnp.pad(sp._unpack(word, jnp.float32) * d[:, None], ((0, pad), (0, 0)))
+        e = jnp.pad(end, (0, pad))
+        x, e = x.reshape(-1, level, sp.WORD), e.reshape(-1, level, 1)
+        acc = x[:, 0]
+        top, bottom = jnp.where(e[:, 0], acc, -jnp.inf), jnp.where(e[:, 0], acc, jnp.inf)
+        for j in range(1, level):
+            acc = acc + x[:, j]
+            top = jnp.maximum(top, jnp.where(e[:, j], acc, -jnp.inf))
+            bottom = jnp.minimum(bottom, jnp.where(e[:, j], acc, jnp.inf))
+        return sp._reduce_levels(top, bottom, acc)
+
+    def slabs(word, d, end):
+        return sp._reduce_levels(*sp._block_extremes(*map(sp._slabs, (word, d, end))))
+
+    for a, b in zip(jax.jit(slabs)(word, d, end), jax.jit(former)(word, d, end), strict=True):
+        np.testing.assert_array_equal(a, b)
