@@ -18,11 +18,13 @@ of ``C = T / W`` cancels. This module returns the per-segment ``(max, min, V, W)
   per sample and word. Per word, the 32 paths are reduced in one fused pass: a run of
   samples is summarised by (max prefix, min prefix, total), and runs combine
   associatively, so the extremes come without storing any cumulative sum (XLA:CPU's
-  cumulative sum, an associative scan, costs 5x this pass). Only the last
+  cumulative sum, an associative scan, costs 5x this pass). The pass walks blocks of
+  LEVEL rows with step j of every block one contiguous slab (:func:`_slabs`), a layout
+  XLA:CPU vectorises. Only the last
   sample of a group of equal scores counts as a point of the path, so a segment's path
   is aggregated over its ties whatever the input order (the other samples of the group
   that are not in the segment add 0). ``V`` and ``W`` need no order: one small matrix
-  product per word, in input order. Memory is a few ``(N, 32)`` float arrays at a time.
+  product per word, in input order. Memory is a few ``(N, 32)`` arrays at a time.
 * **Disjoint segments** (integer ids ``(N,)`` with a static ``n_groups``) cost one sort
   ordered by (segment id, score) (:func:`jaxcal._sort.segment_sort`: the id is the
   major key, so each segment's samples are contiguous and ascending), and one segmented
