@@ -1,11 +1,13 @@
 """Streaming NumPy arrays (in memory or memory-mapped): the state of the one-shot update,
 the states and replicates of the same rows read from Parquet, whatever the batch size."""
 
+import sys
+
 import jax
 import numpy as np
 import pytest
-from test_parquet import BATCH, _assert_same
-from test_streaming import _data
+from test_streaming import BATCH_ROWS as BATCH
+from test_streaming import _data, assert_same_state
 
 from jaxcal import streaming
 
@@ -31,7 +33,7 @@ def test_binary_equals_one_update_of_every_row():
         y,
         w.astype(np.float32),
     )
-    _assert_same(out.state, want)
+    assert_same_state(out.state, want)
 
 
 def test_memory_mapped_multiclass_equals_one_update(tmp_path):
@@ -40,7 +42,7 @@ def test_memory_mapped_multiclass_equals_one_update(tmp_path):
     np.save(path, probs.astype(np.float32))
     mapped = np.load(path, mmap_mode="r")
     out = streaming.array_state(mapped, labels, n_bins=10, batch_rows=BATCH)
-    _assert_same(out.state, streaming.update(streaming.init(10, 4), probs, labels))
+    assert_same_state(out.state, streaming.update(streaming.init(10, 4), probs, labels))
 
 
 def test_equals_parquet_states_and_replicates(tmp_path):
@@ -81,3 +83,11 @@ def test_bad_arrays_are_named():
         streaming.array_state(p, y, n_replicates=3)
     with pytest.raises(ValueError, match="probs"):
         streaming.array_state(p + 1, y, batch_rows=BATCH)
+
+
+def test_needs_no_pyarrow(monkeypatch):
+    for name in ("pyarrow", "pyarrow.dataset"):
+        monkeypatch.setitem(sys.modules, name, None)  # any import of it raises ImportError
+    p, y, _ = _data(binary=True)
+    out = streaming.array_state(p, y, batch_rows=BATCH)
+    assert out.rows == len(y)
