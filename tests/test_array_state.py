@@ -10,6 +10,7 @@ from test_streaming import BATCH_ROWS as BATCH
 from test_streaming import _data, assert_same_state
 
 from jaxcal import streaming
+from jaxcal.streaming._batches import release_rows
 
 
 def test_binary_equals_one_update_of_every_row():
@@ -91,3 +92,13 @@ def test_needs_no_pyarrow(monkeypatch):
     p, y, _ = _data(binary=True)
     out = streaming.array_state(p, y, batch_rows=BATCH)
     assert out.rows == len(y)
+
+
+def test_released_pages_of_a_memmap_read_the_same(tmp_path):
+    values = np.arange(1 << 16, dtype=np.float32).reshape(-1, 4)  # 64 pages of 4 KiB
+    np.save(tmp_path / "v.npy", values)
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
+    assert mapped.sum() == values.sum()  # every page read
+    release_rows(mapped, 10_000)
+    release_rows(values, 10_000)  # not a memmap: nothing to do
+    np.testing.assert_array_equal(mapped, values)  # read again from the file

@@ -12,6 +12,7 @@ Memory is one batch plus the states, whatever the number of rows.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
@@ -97,6 +98,27 @@ def _id_words(ids: np.ndarray) -> np.ndarray:
     return np.stack([(ids >> 32).astype(np.uint32), (ids & 0xFFFFFFFF).astype(np.uint32)], 1)
 
 
+def release_rows(array: np.ndarray, stop: int) -> None:
+    """Unmap the pages of a read-only :class:`numpy.memmap`'s rows below ``stop``.
+
+    Pages read from a mapped file stay in the process's resident memory until the system
+    needs them back, so a pass over a 220 MB file would add 220 MB to the peak; a pass
+    that will not read those rows again gives them back (the file is unchanged; a later
+    read faults them in again, from the page cache). A no-op for any other array.
+    """
+    handle = getattr(array, "_mmap", None)
+    if handle is None or getattr(array, "mode", None) != "r" or not hasattr(handle, "madvise"):
+        return
+    if not array.flags.c_contiguous or stop <= 0:
+        return
+    base = np.frombuffer(handle, np.uint8).ctypes.data
+    start = array.ctypes.data - base
+    end = start + min(stop, array.shape[0]) * (array.nbytes // max(array.shape[0], 1))
+    end -= end % mmap.PAGESIZE  # whole pages only: the next row may share the last one
+    if end > 0:
+        handle.madvise(mmap.MADV_DONTNEED, 0, end)
+
+
 def _array_batches(
     probs: np.ndarray, labels: np.ndarray, weights: np.ndarray | None, batch_rows: int
 ) -> Iterator[Batch]:
@@ -107,6 +129,8 @@ def _array_batches(
         # np.array copies the slice only: a memmap is read one batch at a time.
         p, y = np.array(probs[start:stop]), np.array(labels[start:stop])
         w = None if weights is None else np.array(weights[start:stop])
+        for array in (probs, labels, weights):
+            release_rows(array, stop)
         p, y = pad_rows(p, batch_rows), pad_rows(y, batch_rows)
         yield p, y, None if w is None else pad_rows(w, batch_rows), stop - start
 
