@@ -891,7 +891,9 @@ RESULT_TYPES = {
     streaming.BucketCorp: "streaming.corp_curve",
     streaming.EqualMassECE: "streaming.equal_mass_ece",
     # parquet_state and dask_state read files (NOT_TRANSFORMED): no entry returns it
-    streaming.ParquetStates: "parquet_state, dask_state (host I/O, no public call in JAX)",
+    streaming.ParquetStates: (
+        "parquet_state, dask_state, array_state (host I/O, no public call in JAX)"
+    ),
     coverage.SizeStratifiedCoverage: "regression_ssc, classification_ssc",
 }
 
@@ -906,6 +908,7 @@ NOT_TRANSFORMED = {
     streaming.to_arrow: "builds a pyarrow.Table on the host (device_get of the state)",
     streaming.from_arrow: "reads a pyarrow.Table on the host into a state",
     streaming.parquet_state: "reads Parquet files with pyarrow, batch by batch, on the host",
+    streaming.array_state: "slices NumPy (memory-mapped) arrays batch by batch on the host",
     streaming.dask_state: "runs parquet_state on a Dask cluster's workers (host I/O)",
     streaming.process_merge: (
         "a collective across JAX processes on concrete arrays (make_array_from_process_local"

@@ -84,6 +84,7 @@ def test_help_documents_the_formats(capsys):
         "--plot",
         "--fit",
         "--quiet",
+        "--stream",
         "--no-cache",
         "JAXCAL_NO_COMPILATION_CACHE=1",
         "~/.cache/jaxcal",

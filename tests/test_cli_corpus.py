@@ -121,6 +121,16 @@ CASES = [
     ("bad --plot suffix", lambda t: [_npz(t, "ok.npz", probs=P2, labels=Y2), "--plot", str(t / "x.jpg")], "--plot must end in .png"),
     ("--demo with a file", lambda t: [_npz(t, "ok.npz", probs=P2, labels=Y2), "--demo"], "give either FILE(s) or --demo"),
     ("--by with --demo", lambda t: ["--demo", "--by", "x"], "--by needs FILE(s)"),
+    ("--stream NaN probs", lambda t: [_npz(t, "nan.npz", probs=np.where(P2 == 0.5, np.nan, P2), labels=Y2), "--stream"], "must be finite"),
+    ("--stream labels out of range", lambda t: [_npz(t, "range.npz", probs=P2, labels=Y2 + 2), "--stream"], "must lie in [0, 2)"),
+    ("--stream short .npy labels", lambda t: [str(_save(t, "s.npy", P2)), "--labels", str(_save(t, "y.npy", Y2[:3])), "--stream"], "to match the predictions"),
+    ("--stream logits only", lambda t: [_npz(t, "lg.npz", logits=P2, labels=Y2), "--stream"], "missing key(s) ['probs']"),
+    ("--stream csv", lambda t: [_text(t, "s.csv", CSV), "--stream"], "--stream reads .npz, .npy and Parquet"),
+    ("--stream --fit", lambda t: [_npz(t, "ok.npz", probs=P2, labels=Y2), "--stream", "--fit"], "not available for --stream"),
+    ("--stream --by", lambda t: [_npz(t, "ok.npz", probs=P2, labels=Y2), "--stream", "--by", "g"], "--by is not available for --stream"),
+    ("--stream --demo", lambda t: ["--demo", "--stream"], "--stream needs FILE(s)"),
+    ("--stream --plot", lambda t: [_npz(t, "ok.npz", probs=P2, labels=Y2), "--stream", "--plot", str(t / "x.png")], "--plot is not available for --stream"),
+    ("--stream --renormalize", lambda t: [_npz(t, "ok.npz", probs=P2, labels=Y2), "--stream", "--renormalize"], "--renormalize is not available for --stream"),
 ]  # fmt: skip
 
 

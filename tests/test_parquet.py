@@ -5,14 +5,14 @@ import jax
 import numpy as np
 import pytest
 from helpers import assert_close
-from test_streaming import _data
+from test_streaming import BATCH_ROWS, _data, assert_same_state
 
 from jaxcal import streaming
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-BATCH = 256  # small batches: several batches, a padded last one, one compiled shape
+BATCH = BATCH_ROWS  # small batches: several batches, a padded last one, one compiled shape
 
 
 def _write(path, table, row_group_size=100):
@@ -23,14 +23,6 @@ def _write(path, table, row_group_size=100):
 def _binary_table():
     p, y, w = _data(binary=True)
     return pa.table({"score": p, "label": y.astype(np.int64), "w": w}), (p, y, w)
-
-
-def _assert_same(got, want):
-    np.testing.assert_array_equal(got.top_count, want.top_count)
-    np.testing.assert_array_equal(got.class_count, want.class_count)
-    a, b = streaming.compute(got), streaming.compute(want)
-    for name in streaming.OUTPUTS:
-        assert_close(a[name], b[name], err_msg=name)
 
 
 def test_binary_file_equals_the_arrays(tmp_path):
@@ -50,7 +42,7 @@ def test_binary_file_equals_the_arrays(tmp_path):
     assert out.rows == len(y) and out.replicates is None
     assert seen[-1] == (len(y), len(y)) and len(seen) == -(-len(y) // BATCH)
     want = streaming.update(streaming.init(16, 2, binary=True, resolution=256), p, y, w)
-    _assert_same(out.state, want)
+    assert_same_state(out.state, want)
 
 
 def test_multiclass_columns_in_a_folder_of_files(tmp_path):
@@ -60,7 +52,7 @@ def test_multiclass_columns_in_a_folder_of_files(tmp_path):
         columns = {n: probs[part, k] for k, n in enumerate(names)} | {"y": labels[part]}
         _write(tmp_path / f"part-{i}.parquet", pa.table(columns))
     out = streaming.parquet_state(tmp_path, probs=names, labels="y", n_bins=10, batch_rows=BATCH)
-    _assert_same(out.state, streaming.update(streaming.init(10, 4), probs, labels))
+    assert_same_state(out.state, streaming.update(streaming.init(10, 4), probs, labels))
 
 
 def test_replicates_are_keyed_by_the_row_number(tmp_path):

@@ -42,6 +42,20 @@ def _data(seed=0, n=N, k=K, binary=False):
     )
 
 
+#: Rows per batch of the file and array streams (test_parquet.py, test_array_state.py):
+#: several batches, a padded last one, one compiled shape.
+BATCH_ROWS = 256
+
+
+def assert_same_state(got, want):
+    """Equal counts, and every output of :func:`streaming.compute` to round-off."""
+    np.testing.assert_array_equal(got.top_count, want.top_count)
+    np.testing.assert_array_equal(got.class_count, want.class_count)
+    a, b = streaming.compute(got), streaming.compute(want)
+    for name in streaming.OUTPUTS:
+        assert_close(a[name], b[name], err_msg=name)
+
+
 @partial(jax.jit, static_argnames=("closed", "norm", "debias", "average"))
 def _one_shot(probs, labels, weights, *, closed, norm="l1", debias=False, average="label"):
     """The one-shot jaxcal metrics, in one jit (one compile per configuration)."""

@@ -7,6 +7,8 @@ schema) is ``jaxcal report --help``, the docstring of :mod:`jaxcal.cli._main`.
 Modules, from the bottom: ``_io`` reads the files, ``_report`` computes a model's
 metrics, intervals and tests in one jit, ``_fit`` cross-fits the calibrators, ``_format``
 writes the table, the JSON document and the figure, ``_main`` parses the arguments.
+The streamed report (Parquet input, or ``--stream``) is ``_parquet``, its array inputs
+``_stream``.
 """
 
 from jaxcal.cli._fit import compute_fit

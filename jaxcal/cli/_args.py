@@ -51,7 +51,7 @@ def check_destination(path: Path, option: str) -> None:
 
 def check_args(args: argparse.Namespace) -> None:
     """Every argument in range, the inputs chosen once, the destinations writable."""
-    streamed = bool(args.files) and all(is_parquet(p) for p in args.files)
+    streamed = bool(args.files) and (args.stream or all(is_parquet(p) for p in args.files))
     for option, (low, high) in LIMITS.items():
         value = getattr(args, option)
         if option == "resamples" and streamed:  # 0: no intervals
@@ -61,6 +61,8 @@ def check_args(args: argparse.Namespace) -> None:
         _check_range(option, value, low, high)
     if args.demo == bool(args.files):
         raise InputError("give either FILE(s) or --demo.")
+    if args.stream and args.demo:
+        raise InputError("--stream needs FILE(s), not --demo.")
     if args.by is not None and args.demo:
         raise InputError("--by needs FILE(s), not --demo.")
     if args.plot is not None and args.plot.suffix.lower() not in PLOT_SUFFIXES:

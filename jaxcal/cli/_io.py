@@ -111,22 +111,22 @@ def load_npz(path: Path, *, probs_key=None, logits_key=None, labels_key=None, na
     return _model(path, name or path.stem, probs, logits, labels)
 
 
-def _load_npy_array(path: Path, what: str) -> np.ndarray:
+def _load_npy_array(path: Path, what: str, mmap: bool = False) -> np.ndarray:
     try:
-        return np.load(path, allow_pickle=False)
+        return np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
     except (OSError, ValueError, EOFError) as err:
         raise InputError(f"{path}: cannot read {what} as .npy ({err}).") from err
 
 
-def load_npy(path: Path, labels_path: str | None, *, logits: bool) -> Model:
-    """A model from ``SCORES.npy`` and ``--labels LABELS.npy``."""
+def load_npy(path: Path, labels_path: str | None, *, logits: bool, mmap: bool = False) -> Model:
+    """A model from ``SCORES.npy`` and ``--labels LABELS.npy`` (``mmap``: memory-mapped)."""
     if not labels_path:
         raise InputError(
             f"{path}: a .npy file holds one array; give the labels as a second .npy file "
             "with --labels LABELS.npy."
         )
-    scores = _load_npy_array(path, "the scores")
-    labels = _load_npy_array(Path(labels_path), "the labels")
+    scores = _load_npy_array(path, "the scores", mmap)
+    labels = _load_npy_array(Path(labels_path), "the labels", mmap)
     if logits:
         return _model(path, path.stem, None, scores, labels)
     return _model(path, path.stem, scores, None, labels)

@@ -1,6 +1,8 @@
-"""``jaxcal report`` on Parquet files and folders: streamed, in bounded memory.
+"""``jaxcal report`` on Parquet files and folders, and with ``--stream`` on ``.npz`` and
+``.npy`` files: streamed, in bounded memory.
 
-The rows are read as record batches (:func:`jaxcal.streaming.parquet_state`) into a
+The rows are read as record batches (:func:`jaxcal.streaming.parquet_state`), or sliced
+from memory-mapped arrays (:func:`jaxcal.streaming.array_state`, :mod:`._stream`), into a
 fine-histogram state (``--bins`` times enough to reach 4096 buckets) and, with
 ``--resamples B`` (0 for none), B Poisson-bootstrap replicates keyed by the row number
 (seed ``--seed``), so memory is a few batches plus the states whatever the file size,
@@ -30,6 +32,7 @@ from jaxcal import streaming
 from jaxcal.cli._format import _cells, _json_safe, _num, _table
 from jaxcal.cli._io import InputError, _select, label_column
 from jaxcal.cli._report import CONFIDENCE, CORP_ROWS, DECOMPOSITION, ROW_ORDER, metric_specs
+from jaxcal.cli._stream import Stream, array_stream
 from jaxcal.streaming._parquet import BATCH_ROWS, dataset
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -122,24 +125,30 @@ def state_metrics(state: streaming.CalibrationState, n_bins: int) -> dict[str, j
     return values
 
 
-def _report_one(path: Path, args: argparse.Namespace) -> tuple[dict, dict]:
+def parquet_stream(path: Path, args: argparse.Namespace) -> Stream:
+    """The chosen columns of a Parquet file or folder, read as record batches."""
     try:
         data = dataset(path)
         names = data.schema.names
+        rows = data.count_rows()
     except (OSError, ValueError) as err:
         raise InputError(f"{path}: cannot read as Parquet ({err}).") from err
     probs, labels = _columns(path, names, args)
+    return Stream(
+        rows,
+        len(probs),
+        lambda **options: streaming.parquet_state(data, probs=probs, labels=labels, **options),
+    )
+
+
+def _report_one(path: Path, source: Stream, args: argparse.Namespace) -> tuple[dict, dict]:
     resolution = args.bins * math.ceil(MIN_RESOLUTION / args.bins)
     bar = _Bar(path.stem, args.quiet)
     # Batches no larger than the data (a power of two, at least 1024): small files run
     # small kernels; large ones stream at BATCH_ROWS.
-    rows = data.count_rows()
-    batch_rows = min(BATCH_ROWS, 1 << max(10, (rows - 1).bit_length()))
+    batch_rows = min(BATCH_ROWS, 1 << max(10, (source.rows - 1).bit_length()))
     try:
-        out = streaming.parquet_state(
-            data,
-            probs=probs,
-            labels=labels,
+        out = source.states(
             n_bins=args.bins,
             resolution=resolution,
             n_replicates=args.resamples,
@@ -170,8 +179,8 @@ def _report_one(path: Path, args: argparse.Namespace) -> tuple[dict, dict]:
         "name": path.stem,
         "source": str(path),
         "n": int(out.rows),
-        "num_classes": 2 if len(probs) == 1 else len(probs),
-        "binary": len(probs) == 1,
+        "num_classes": 2 if source.columns == 1 else source.columns,
+        "binary": source.columns == 1,
         "inputs": "probs",
         "metrics": metrics,
         "tests": {},
@@ -181,15 +190,24 @@ def _report_one(path: Path, args: argparse.Namespace) -> tuple[dict, dict]:
     return model, {"resolution": resolution}
 
 
-def report_parquet(args: argparse.Namespace) -> int:
-    """``jaxcal report`` on Parquet FILEs (files or folders): the streamed report."""
+def report_streamed(args: argparse.Namespace) -> int:
+    """``jaxcal report`` on Parquet FILEs (files or folders), or on any FILEs with
+    ``--stream``: the streamed report."""
+    what = "--stream" if args.stream else "Parquet input"
     if args.fit:
-        raise InputError("--fit needs the predictions in memory; it is not available for Parquet.")
-    if args.plot is not None:
-        raise InputError("--plot is not available for Parquet input (streamed report).")
+        raise InputError(f"--fit needs the predictions in memory; it is not available for {what}.")
+    for option, given in (("--plot", args.plot), ("--by", args.by)):
+        if given is not None:
+            raise InputError(f"{option} is not available for {what} (streamed report).")
+    if args.renormalize:
+        raise InputError(f"--renormalize is not available for {what}.")
+    sources = [
+        (path, parquet_stream(path, args) if is_parquet(path) else array_stream(path, args))
+        for path in args.files
+    ]
     models, extra = [], {}
-    for path in args.files:
-        model, extra = _report_one(path, args)
+    for path, source in sources:
+        model, extra = _report_one(path, source, args)
         models.append(model)
     settings = {
         "n_bins": args.bins,
@@ -213,7 +231,8 @@ def report_parquet(args: argparse.Namespace) -> int:
         json.dump(document, sys.stdout, indent=2)
         print()
     else:
-        _print(models, settings, sys.stdout)
+        kinds = {"Parquet" if is_parquet(p) else p.suffix.lower() for p in args.files}
+        _print(models, settings, sys.stdout, ", ".join(sorted(kinds)))
     if args.json not in (None, "-"):
         try:
             with open(args.json, "w", encoding="utf-8") as f:
@@ -223,8 +242,8 @@ def report_parquet(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print(models: list[dict], settings: dict, out) -> None:
-    print("jaxcal report (streamed from Parquet)", file=out)
+def _print(models: list[dict], settings: dict, out, kinds: str) -> None:
+    print(f"jaxcal report (streamed from {kinds})", file=out)
     for m in models:
         shape = "binary (N,)" if m["binary"] else f"{m['num_classes']} classes"
         print(f"  {m['name']}: {m['source']}\n    N = {m['n']:,}, {shape}", file=out)
@@ -251,7 +270,7 @@ def _print(models: list[dict], settings: dict, out) -> None:
         f"  * equal-mass bins from {settings['resolution']} buckets: within {bounds} of the "
         "exact equal-mass ECE.\n"
         "  CORP rows: isotonic recalibration over the buckets (binary). The tests of "
-        "calibration need\n  every score in memory: run jaxcal report on an .npz sample "
-        "for them.",
+        "calibration need\n  every score in memory: run jaxcal report without --stream (on an "
+        ".npz sample) for them.",
         file=out,
     )

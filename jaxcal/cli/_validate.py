@@ -21,6 +21,7 @@ from jaxcal._checks import (
     check_unit_interval,
 )
 from jaxcal.cli._io import InputError, Model
+from jaxcal.streaming._batches import release_rows
 
 #: Rows summarised at a time (a float64 chunk of CHUNK_ROWS x K).
 CHUNK_ROWS = 1 << 16
@@ -31,6 +32,7 @@ def _summary(probs: np.ndarray) -> tuple[float, float, float, float]:
     total, lo, hi, row_dev = 0.0, np.inf, -np.inf, 0.0
     for start in range(0, probs.shape[0], CHUNK_ROWS):
         chunk = np.asarray(probs[start : start + CHUNK_ROWS], dtype=np.float64)
+        release_rows(probs, start + CHUNK_ROWS)  # a memmap's pages: one chunk resident
         total += float(chunk.sum())
         lo, hi = min(lo, float(chunk.min())), max(hi, float(chunk.max()))
         if chunk.ndim == 2:

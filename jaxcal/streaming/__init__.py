@@ -71,6 +71,7 @@ References:
 
 from jaxcal.streaming._arrow import SCHEMA as SCHEMA  # the Arrow table's schema version
 from jaxcal.streaming._arrow import from_arrow, to_arrow
+from jaxcal.streaming._batches import array_state
 from jaxcal.streaming._clu import CalibrationMetric, clu_metric
 from jaxcal.streaming._corp import (
     BucketCorp,
@@ -104,6 +105,7 @@ __all__ = [
     "CalibrationState",
     "EqualMassECE",
     "ParquetStates",
+    "array_state",
     "clu_metric",
     "compute",
     "corp_curve",

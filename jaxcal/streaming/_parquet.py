@@ -5,37 +5,20 @@ folder of them or a ``pyarrow.dataset.Dataset`` as record batches, re-cut into b
 a fixed number of rows (one compiled shape; the last batch padded with zero-weight rows),
 and adds them to a :class:`CalibrationState`, optionally with B Poisson-bootstrap
 replicates keyed by the row number. Memory is one batch plus the state, whatever the file
-size. :func:`dask_state` (:mod:`jaxcal.streaming._dask`) maps it over the files of a
+size. The loop is :func:`jaxcal.streaming._batches.stream_state`, shared with
+:func:`array_state` (NumPy arrays). :func:`dask_state` (:mod:`jaxcal.streaming._dask`) maps it over the files of a
 dataset and merges.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import numpy as np
 
-from jaxcal.streaming._poisson import poisson_init, poisson_update
-from jaxcal.streaming._state import CalibrationState, init, update
-
-#: Rows per batch of :func:`parquet_state` (one compiled shape).
-BATCH_ROWS = 1 << 16
-
-
-class ParquetStates(NamedTuple):
-    """Result of :func:`parquet_state` and :func:`dask_state`.
-
-    Attributes:
-      state: the :class:`CalibrationState` of every row read.
-      replicates: the Poisson-bootstrap replicate states (leading axis B), or None.
-      rows: the number of rows read (int).
-    """
-
-    state: CalibrationState
-    replicates: CalibrationState | None
-    rows: int
+from jaxcal.streaming._batches import BATCH_ROWS, Batch, ParquetStates, pad_rows, stream_state
 
 
 def _pyarrow_dataset():
@@ -92,8 +75,7 @@ def fixed_batches(
             pending = [rest] if held else []
     if held:
         joined = {c: np.concatenate([p[c] for p in pending]) for c in columns}
-        pad = batch_rows - held
-        yield {c: np.concatenate([v, np.repeat(v[:1], pad)]) for c, v in joined.items()}, held
+        yield {c: pad_rows(v, batch_rows) for c, v in joined.items()}, held
 
 
 def parquet_state(
@@ -147,34 +129,24 @@ def parquet_state(
     missing = [c for c in columns if c not in data.schema.names]
     if missing:
         raise ValueError(f"no column {missing} in {source}; columns: {data.schema.names}.")
-    if n_replicates and key is None:
-        raise ValueError("`key` is required with `n_replicates` (the bootstrap's key).")
     binary = len(prob_cols) == 1
-    k = 2 if binary else len(prob_cols)
-    options = dict(closed=closed, binary=binary, resolution=resolution)
-    state = init(n_bins, k, **options)
-    reps = poisson_init(n_bins, k, n_replicates, **options) if n_replicates else None
-    total = data.count_rows() if progress else 0
-    rows = 0
-    for batch, valid in fixed_batches(data, columns, batch_rows):
-        p = np.stack([batch[c] for c in prob_cols], axis=1).astype(np.float32)
-        p = p[:, 0] if binary else p
-        y = batch[labels].astype(np.int32)
-        # Weights always (ones, zero on the padding): every batch is one compiled variant,
-        # where weights only on the padded last batch would compile a second one (~2 s).
-        w = (np.arange(batch_rows) < valid).astype(np.float32)
-        if weights:
-            w = w * batch[weights].astype(np.float32)
-        state = update(state, p, y, w)
-        if reps is not None:
-            ids = np.arange(first_id + rows, first_id + rows + batch_rows, dtype=np.int64)
-            reps = poisson_update(reps, p, y, _id_words(ids), key=key, weights=w)
-        rows += valid
-        if progress:
-            progress(rows, total)
-    return ParquetStates(state, reps, rows)
 
+    def batches() -> Iterator[Batch]:
+        for batch, valid in fixed_batches(data, columns, batch_rows):
+            p = np.stack([batch[c] for c in prob_cols], axis=1)
+            yield p[:, 0] if binary else p, batch[labels], batch.get(weights), valid
 
-def _id_words(ids: np.ndarray) -> np.ndarray:
-    """``(N, 2)`` uint32 (high, low) words of int64 ids (no 64-bit JAX types needed)."""
-    return np.stack([(ids >> 32).astype(np.uint32), (ids & 0xFFFFFFFF).astype(np.uint32)], 1)
+    return stream_state(
+        batches(),
+        num_classes=2 if binary else len(prob_cols),
+        binary=binary,
+        n_bins=n_bins,
+        resolution=resolution,
+        closed=closed,
+        n_replicates=n_replicates,
+        key=key,
+        first_id=first_id,
+        batch_rows=batch_rows,
+        progress=progress,
+        total=data.count_rows() if progress else 0,
+    )
