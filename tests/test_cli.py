@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from jaxcal.cli import _cache, main
-from tests.cli_helpers import check_schema, multiclass
+from tests.cli_helpers import binary, check_schema, multiclass
 
 
 def test_demo_prints_the_metrics_table(capsys):
@@ -90,3 +90,29 @@ def test_help_documents_the_formats(capsys):
         "~/.cache/jaxcal",
     ):
         assert text in out
+
+
+class _ClosedPipe:
+    """stdout whose reader has gone (`jaxcal report f.npz | head`)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        pass
+
+    def fileno(self):
+        return self.fd
+
+
+def test_closed_pipe_ends_quietly(tmp_path, monkeypatch, capsys):
+    _z, p, y = binary(5)
+    np.savez(tmp_path / "a.npz", probs=p, labels=y)
+    with open(tmp_path / "stdout", "w") as sink:
+        monkeypatch.setattr(sys, "stdout", _ClosedPipe(sink.fileno()))
+        code = main(["report", str(tmp_path / "a.npz"), "--bins", "10", "--quiet"])
+    assert code == 1  # no traceback: main returns, as for `| head`
+    assert capsys.readouterr().err == ""

@@ -132,6 +132,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -282,7 +283,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "Parquet input is streamed: report it apart from other files, or stream "
                     "them all with --stream."
                 )
-            return report_streamed(args)
+            code = report_streamed(args)
+            sys.stdout.flush()  # as below: a closed pipe raises inside the try
+            return code
         fit = args.demo if args.fit is None else args.fit
         models = []
         for path in [None] if args.demo else args.files:
@@ -350,7 +353,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             if args.json != "-":
                 print(f"\nreliability, cumulative and CORP diagrams written to {args.plot}")
+        sys.stdout.flush()  # a closed pipe raises here, inside the try, not at exit
     except InputError as err:
         print(f"jaxcal: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`jaxcal report f.npz | head`): stop quietly, as Unix tools
+        # do. stdout points at /dev/null so that Python's flush at exit cannot raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
