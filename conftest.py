@@ -55,7 +55,8 @@ elif not importlib.util.find_spec("dask"):  # the dask extra
 # compilation cache goes to $JAXCAL_CACHE_DIR/jax-WORKER, by default .cache/jaxcal/jax-main in the
 # checkout (git-ignored; deleting it is always safe); every compilation is written, however
 # short (JAX's default threshold, 1 s, would leave out most of the suite's). The
-# `jaxcal report` runs of the CLI tests (in this process and in subprocesses) keep their
+# `jaxcal report` runs of the CLI tests (in this process and in subprocesses), when they turn
+# on the opt-in kernel store (JAXCAL_KERNEL_STORE=1), keep their
 # kernels in $JAXCAL_CACHE_DIR/kernels. JAXCAL_NO_COMPILATION_CACHE=1 runs without either.
 if os.environ.get("JAXCAL_NO_COMPILATION_CACHE", "").strip().lower() in ("", "0", "false", "no"):
     _cache = Path(

@@ -18,6 +18,11 @@ def test_cache_folder_and_opt_out_follow_the_environment(monkeypatch):
     for value, disabled in (("1", True), ("yes", True), ("", False), ("0", False)):
         assert _cache.cache_disabled({"JAXCAL_NO_COMPILATION_CACHE": value}) is disabled
     assert not _cache.cache_disabled({})
+    # The store is opt-in (a stored binary report kernel crashed a second process).
+    monkeypatch.delenv("JAXCAL_KERNEL_STORE", raising=False)
+    assert _cache.kernel_folder() is None
+    monkeypatch.setenv("JAXCAL_KERNEL_STORE", "1")
+    assert _cache.kernel_folder() == _cache.default_cache_dir() / "kernels"
     monkeypatch.setenv("JAXCAL_NO_COMPILATION_CACHE", "1")
     assert _cache.kernel_folder() is None
     monkeypatch.delenv("JAXCAL_NO_COMPILATION_CACHE")

@@ -8,7 +8,11 @@ compiled executables themselves (:mod:`jaxcal.cli._kernels`) in ``kernels/`` of:
 2. else ``$XDG_CACHE_HOME/jaxcal`` if ``XDG_CACHE_HOME`` is set;
 3. else ``~/.cache/jaxcal``.
 
-``--no-cache`` or ``JAXCAL_NO_COMPILATION_CACHE=1`` turn it off. Entries are keyed by the
+**Off unless ``JAXCAL_KERNEL_STORE=1``** (jax/jaxlib 0.10.2): a binary model's stored
+``report`` executable (N = 200, ``--bins 10``) crashed with SIGSEGV when a second process
+loaded and ran it, while the multiclass demo's kernels round-trip; the cause (inside
+XLA:CPU's executable serialization) is not found yet, and a report must never crash.
+``--no-cache`` or ``JAXCAL_NO_COMPILATION_CACHE=1`` turn it off when it is on. Entries are keyed by the
 program, the compiler options, the versions and the machine, so deleting the folder is
 always safe (the next run compiles again). Like JAX's own cache, the entries are native
 code that the command loads and runs: the folder must be writable by its user only
@@ -31,6 +35,13 @@ from pathlib import Path
 NO_CACHE_ENV = "JAXCAL_NO_COMPILATION_CACHE"
 #: Environment variable naming the cache folder.
 CACHE_DIR_ENV = "JAXCAL_CACHE_DIR"
+#: Environment variable that turns the on-disk kernel store on ("1", "true", "yes").
+STORE_ENV = "JAXCAL_KERNEL_STORE"
+
+
+def store_enabled(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``JAXCAL_KERNEL_STORE`` asks for the on-disk kernel store (off by default)."""
+    return environ.get(STORE_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
 def cache_disabled(environ: Mapping[str, str] = os.environ) -> bool:
@@ -48,7 +59,7 @@ def default_cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
 
 def kernel_folder(*, no_cache: bool = False) -> Path | None:
     """Where this run keeps compiled kernels (created), or None for no cache."""
-    if no_cache or cache_disabled():
+    if no_cache or cache_disabled() or not store_enabled():
         return None
     folder = default_cache_dir() / "kernels"
     try:
