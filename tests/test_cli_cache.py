@@ -1,5 +1,8 @@
 """``jaxcal report``'s caches (jaxcal/cli/_cache.py, jaxcal/cli/_kernels.py)."""
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -80,3 +83,20 @@ def test_no_cache_writes_nothing(tmp_path, monkeypatch, capsys):
         _kernels.set_store(None)
     assert "top-label ECE" in capsys.readouterr().out
     assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.slow  # two fresh processes that compile the binary report
+def test_a_stored_binary_report_runs_in_a_fresh_process(tmp_path):
+    # The stored executable calls LAPACK (calibration_slope_intercept's solve); a process
+    # that only loads it never lowered a linalg op, and jaxlib's LAPACK targets were unset:
+    # the second run died of SIGSEGV until _kernels._load initialised them.
+    rng = np.random.default_rng(5)
+    p = rng.uniform(0.02, 0.98, 200).astype(np.float32)
+    y = (rng.uniform(size=200) < p).astype(np.int32)
+    np.savez(tmp_path / "small.npz", probs=p, labels=y)
+    env = {**os.environ, "JAXCAL_KERNEL_STORE": "1", "JAXCAL_CACHE_DIR": str(tmp_path / "c")}
+    argv = [sys.executable, "-m", "jaxcal.cli", "report", str(tmp_path / "small.npz")]
+    runs = [subprocess.run(argv, capture_output=True, text=True, env=env) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[1].stderr[-2000:]
+    assert runs[1].stdout == runs[0].stdout
+    assert any((tmp_path / "c" / "kernels").glob("report-*.bin"))

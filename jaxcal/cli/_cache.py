@@ -9,9 +9,11 @@ compiled executables themselves (:mod:`jaxcal.cli._kernels`) in ``kernels/`` of:
 3. else ``~/.cache/jaxcal``.
 
 **Off unless ``JAXCAL_KERNEL_STORE=1``** (jax/jaxlib 0.10.2): a binary model's stored
-``report`` executable (N = 200, ``--bins 10``) crashed with SIGSEGV when a second process
-loaded and ran it, while the multiclass demo's kernels round-trip; the cause (inside
-XLA:CPU's executable serialization) is not found yet, and a report must never crash.
+``report`` executable crashed with SIGSEGV when a second process loaded and ran it. The
+cause: jaxlib's LAPACK custom-call targets are filled lazily, when JAX first lowers a
+linalg op, and a process that only loads executables never lowers one; ``_kernels._load``
+now initialises them first (test: two fresh processes). The store stays opt-in until every
+kernel kind is checked for such lazily registered targets.
 ``--no-cache`` or ``JAXCAL_NO_COMPILATION_CACHE=1`` turn it off when it is on. Entries are keyed by the
 program, the compiler options, the versions and the machine, so deleting the folder is
 always safe (the next run compiles again). Like JAX's own cache, the entries are native

@@ -202,8 +202,24 @@ def _compile(lowered, path: Path | None):
     return compiled
 
 
+def _initialize_lapack() -> None:
+    """Load jaxlib's LAPACK kernels, as lowering a linear-algebra op would.
+
+    JAX fills the LAPACK custom-call targets lazily, when it first lowers a linalg op; a
+    process that only loads a stored executable never does, and the executable's first
+    LAPACK call (``calibration_slope_intercept``'s solve in a binary report) jumped into
+    an unset pointer: SIGSEGV. Private JAX API, so its absence is tolerated.
+    """
+    try:
+        from jax._src.lax.linalg import initialize_lapack  # private: imported where needed
+    except ImportError:
+        return
+    initialize_lapack()
+
+
 def _load(path: Path) -> Any | None:
     """The stored executable at ``path``, or None (absent or unreadable: then removed)."""
+    _initialize_lapack()
     try:
         with open(path, "rb") as f:
             payload, in_tree, out_tree = pickle.load(f)
