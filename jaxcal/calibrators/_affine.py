@@ -2,8 +2,8 @@
 
 All three are ``softmax(W z + b)`` (W diagonal for vector scaling; z the log-probabilities
 for Dirichlet calibration), fitted from the identity by minimising the weighted mean NLL
-plus an optional penalty with :func:`jaxcal.calibrators.minimize` (optax, L-BFGS by
-default).
+plus an optional penalty with :func:`jaxcal.calibrators.minimize` (jaxcal's L-BFGS by
+default, or an optax optimiser).
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def vector_scaling(
 
     Args:
       inputs: ``"logits"``, ``"log_probs"`` or ``"probs"``.
-      optimizer: an optax optimiser, or None for ``optax.lbfgs()``.
+      optimizer: an optax optimiser, or None for jaxcal's L-BFGS (see :func:`minimize`).
       max_iter: iteration limit.
       tol: gradient tolerance (None: 1e-6 in float32, 1e-10 in float64).
 
@@ -205,7 +205,7 @@ def matrix_scaling(
       l2: L2 penalty weight (>= 0).
       odir: None, or the ODIR weights ``(lam, mu)`` (a number sets both).
       inputs: ``"logits"``, ``"log_probs"`` or ``"probs"``.
-      optimizer: an optax optimiser, or None for ``optax.lbfgs()``.
+      optimizer: an optax optimiser, or None for jaxcal's L-BFGS (see :func:`minimize`).
       max_iter: iteration limit.
       tol: gradient tolerance (None: 1e-6 in float32, 1e-10 in float64).
 
@@ -258,7 +258,7 @@ def dirichlet(
       odir: ``(lam, mu)`` or one number: ``lam / (K (K - 1)) sum_{i != j} W_ij^2 +
         mu / K sum_j b_j^2`` (Dir-ODIR).
       inputs: ``"probs"`` (default), ``"logits"`` or ``"log_probs"``.
-      optimizer: an optax optimiser, or None for ``optax.lbfgs()``.
+      optimizer: an optax optimiser, or None for jaxcal's L-BFGS (see :func:`minimize`).
       max_iter: iteration limit.
       tol: gradient tolerance (None: 1e-6 in float32, 1e-10 in float64).
 
