@@ -20,7 +20,7 @@ and Dirichlet fits). It replaces ``optax.lbfgs()`` for two measured reasons:
 The direction is the two-loop recursion of Nocedal & Wright (2006), Alg. 7.4, with the
 ten most recent pairs and the initial scaling ``s.y / y.y`` (Eq. 7.20); without pairs
 (the first step, after a failed search) the step is steepest descent of length
-``min(1, 1/|g|)``. A pair is kept only when ``s.y > eps |s| |y|`` (the curvature condition
+``min(|g|, 1)``. A pair is kept only when ``s.y > eps |s| |y|`` (the curvature condition
 at working precision). The line search brackets a step satisfying the strong Wolfe
 conditions (c1 = 1e-4, c2 = 0.9) or the approximate ones, as in N&W Alg. 3.5-3.6, with
 secant steps on the directional derivative (quadratic steps on the loss where the upper
@@ -126,6 +126,11 @@ class _Search(NamedTuple):
     n: jax.Array
 
 
+def _first_step(grad):
+    """The scale of a steepest-descent step without curvature pairs: length min(|g|, 1)."""
+    return jnp.minimum(1, 1 / jnp.maximum(jnp.linalg.norm(grad), jnp.finfo(grad.dtype).tiny))
+
+
 def _direction(grad, s_mem, y_mem, rho):
     """-H grad by the two-loop recursion; rows with rho = 0 are empty and drop out."""
     q, alphas = grad, []
@@ -134,8 +139,7 @@ def _direction(grad, s_mem, y_mem, rho):
         q = q - a * y_mem[i]
         alphas.append(a)
     sy, yy = jnp.dot(s_mem[-1], y_mem[-1]), jnp.dot(y_mem[-1], y_mem[-1])
-    first_step = jnp.minimum(1, 1 / jnp.maximum(jnp.linalg.norm(grad), jnp.finfo(grad.dtype).tiny))
-    gamma = jnp.where(rho[-1] > 0, sy / jnp.where(rho[-1] > 0, yy, 1), first_step)
+    gamma = jnp.where(rho[-1] > 0, sy / jnp.where(rho[-1] > 0, yy, 1), _first_step(grad))
     r = gamma * q
     for i, a in zip(range(MEMORY), reversed(alphas), strict=True):
         b = rho[i] * jnp.dot(y_mem[i], r)
@@ -255,7 +259,7 @@ def lbfgs(
         d = _direction(c.grad, c.s_mem, c.y_mem, c.rho)
         descent = jnp.dot(c.grad, d) < 0  # round-off can break it: restart from steepest descent
         rho = jnp.where(descent, c.rho, 0)
-        d = jnp.where(descent, d, _direction(c.grad, c.s_mem, c.y_mem, rho))
+        d = jnp.where(descent, d, -_first_step(c.grad) * c.grad)
         found, step, f_new, g_new = _line_search(value_and_grad, c.x, c.f, c.grad, d)
         s, y = step * d, g_new - c.grad
         sy = jnp.dot(s, y)
