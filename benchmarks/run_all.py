@@ -1,7 +1,7 @@
 """Run every benchmark side by side and write README's benchmark tables.
 
 Each comparison script (``bench_ece.py``, ``bench_tests.py``, ``bench_bootstrap.py``,
-``bench_calibrators.py``, ``bench_soft.py``, ``bench_coverage.py``,
+``bench_calibrators.py``, ``bench_affine.py``, ``bench_soft.py``, ``bench_coverage.py``,
 ``bench_streaming.py``, ``bench_corp.py``, ``bench_inputs.py``, ``bench_startup.py``) runs in its own process, as it would alone, and writes its
 results as JSON (``--json``, the :class:`_timing.Table` format); ``bench_streaming.py``
 runs each implementation in a process of its own. This driver renders one Markdown table
@@ -49,6 +49,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "tests": ([], ["--sizes", "2000", "--repeats", "2", "--budget-s", "0.05"]),
     "bootstrap": ([], ["--quick", "--sizes", "1000", "--resamples", "100"]),
     "calibrators": ([], ["--quick", "--repeats", "2", "--sequential", "2"]),
+    "affine": ([], ["--sizes", "2000", "--repeats", "2"]),
     "soft": ([], ["--quick", "--sizes", "1000", "--reps", "2"]),
     "coverage": ([], ["--n", "2000", "--hsic-n", "200", "--repeats", "2", "--budget-s", "0.05"]),
     "streaming": ([], ["--sizes", "200000", "--rounds", "1", "--repeats", "1"]),
