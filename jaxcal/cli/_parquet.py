@@ -29,11 +29,15 @@ import numpy as np
 
 import jaxcal
 from jaxcal import streaming
+from jaxcal._binning import BinStats
 from jaxcal.cli._format import _cells, _json_safe, _num, _table
 from jaxcal.cli._io import InputError, _select, label_column
 from jaxcal.cli._report import CONFIDENCE, CORP_ROWS, DECOMPOSITION, ROW_ORDER, metric_specs
 from jaxcal.cli._stream import Stream, array_stream
+from jaxcal.streaming._corp import decomposition_of_cells
 from jaxcal.streaming._parquet import BATCH_ROWS, dataset
+from jaxcal.streaming._summary import SummaryReplicates, summary_cells
+from jaxcal.streaming._views import equal_mass_of_cells
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
@@ -91,8 +95,14 @@ class _Bar:
             print(f" ({time.perf_counter() - self.start:.1f} s)", file=sys.stderr, flush=True)
 
 
-def state_metrics(state: streaming.CalibrationState, n_bins: int) -> dict[str, jax.Array]:
-    """Every streamed metric of one state (works under ``vmap`` over replicates)."""
+def state_metrics(
+    state: streaming.CalibrationState, n_bins: int, cells: BinStats | None = None
+) -> dict[str, jax.Array]:
+    """Every streamed metric of one state (works under ``vmap`` over replicates).
+
+    ``cells``: the buckets of the ECE's view when ``state`` is kept at ``n_bins`` only (a
+    summary replicate, :func:`replicate_metrics`); None reads them from ``state``.
+    """
     out = streaming.compute(state, n_bins=n_bins)
     top_sums, class_sums, totals = (
         h + lo
@@ -104,7 +114,11 @@ def state_metrics(state: streaming.CalibrationState, n_bins: int) -> dict[str, j
     values = {
         "accuracy": top_sums[2].sum() / total,
         "ece": out["ece"],
-        "ece_quantile": streaming.equal_mass_ece(state, n_bins).ece,
+        "ece_quantile": (
+            streaming.equal_mass_ece(state, n_bins)
+            if cells is None
+            else equal_mass_of_cells(cells, n_bins, state.closed)
+        ).ece,
         "ece_l2_debiased": streaming.compute(state, n_bins=n_bins, norm="l2", debias=True)["ece"],
         "mce": out["mce"],
         "brier": out["brier"],
@@ -114,7 +128,10 @@ def state_metrics(state: streaming.CalibrationState, n_bins: int) -> dict[str, j
     if state.binary:
         values["positive_rate"] = class_sums[2][1].sum() / total
         for score in ("brier", "log"):
-            dec = streaming.corp_decomposition(state, score=score)
+            if cells is None:
+                dec = streaming.corp_decomposition(state, score=score)
+            else:
+                dec = decomposition_of_cells(cells, totals, score)
             for suffix, value in zip(
                 ("", "_miscalibration", "_discrimination", "_uncertainty"), dec, strict=True
             ):
@@ -123,6 +140,15 @@ def state_metrics(state: streaming.CalibrationState, n_bins: int) -> dict[str, j
         values["classwise_ece"] = out["classwise_ece"]
         values["top_label_ece"] = out["top_label_ece"]
     return values
+
+
+def replicate_metrics(reps: SummaryReplicates, n_bins: int) -> dict[str, np.ndarray]:
+    """Every streamed metric of each summary replicate: ``(B,)`` NumPy arrays."""
+
+    def one(rep: SummaryReplicates) -> dict[str, jax.Array]:
+        return state_metrics(rep.states, n_bins, summary_cells(rep))
+
+    return jax.device_get(jax.vmap(one)(reps))
 
 
 def parquet_stream(path: Path, args: argparse.Namespace) -> Stream:
@@ -155,6 +181,7 @@ def _report_one(path: Path, source: Stream, args: argparse.Namespace) -> tuple[d
             key=jax.random.key(args.seed),
             batch_rows=batch_rows,
             progress=bar,
+            replicates="summary",
         )
     except ValueError as err:
         raise InputError(f"{path}: {err}") from err
@@ -165,7 +192,7 @@ def _report_one(path: Path, source: Stream, args: argparse.Namespace) -> tuple[d
     point = jax.device_get(state_metrics(out.state, args.bins))
     metrics = {}
     if out.replicates is not None:
-        reps = jax.device_get(jax.vmap(lambda s: state_metrics(s, args.bins))(out.replicates))
+        reps = replicate_metrics(out.replicates, args.bins)
     for key in ROW_ORDER:
         if key not in point:
             continue
