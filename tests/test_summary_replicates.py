@@ -121,4 +121,6 @@ def test_update_consumes_its_input():
     assert reps.count.is_deleted() and not new.count.is_deleted()
     assert int(new.count.sum()) == int(new.states.top_count.sum())
     with pytest.raises(ValueError, match="does not fit the states"):
-        summary_update(new, probs[:, None], labels, np.arange(len(labels)), key=KEY)
+        summary_update(
+            new, np.stack([1 - probs, probs], 1), labels, np.arange(len(labels)), key=KEY
+        )
