@@ -6,7 +6,10 @@ from memory-mapped arrays (:func:`jaxcal.streaming.array_state`, :mod:`._stream`
 fine-histogram state (``--bins`` times enough to reach 4096 buckets) and, with
 ``--resamples B`` (0 for none), B Poisson-bootstrap replicates keyed by the row number
 (seed ``--seed``), so memory is a few batches plus the states whatever the file size,
-and the intervals do not depend on the batching. The metrics are those of the in-memory
+and the intervals do not depend on the batching. The replicates are summaries
+(:mod:`jaxcal.streaming._summary`: each one's state at ``--bins`` and the buckets of the
+ECE's view, what the intervals read), B x 127 KB at K = 10 where whole states were
+B x 3.3 MB. The metrics are those of the in-memory
 report that a stream can give: the binned ECEs, MCE, the Brier score, its decomposition
 and the log loss exactly (as the in-memory report computes them); the equal-mass ECE from
 the buckets (within the bound printed); the CORP decomposition over the buckets (binary).

@@ -4,7 +4,8 @@
 :func:`stream_state` adds batches of exactly ``batch_rows`` rows (one compiled shape; the
 last batch padded with copies of its first row at weight 0) to a :class:`CalibrationState`
 and, optionally, to B Poisson-bootstrap replicates keyed by the row number, so the
-replicates do not depend on where the batches were cut or where the rows came from.
+replicates do not depend on where the batches were cut or where the rows came from
+(whole states, or the summaries of :mod:`jaxcal.streaming._summary`: ``replicates=``).
 :func:`array_state` feeds it slices of in-memory or memory-mapped NumPy arrays (no
 pyarrow needed); :mod:`jaxcal.streaming._parquet` feeds it Parquet record batches.
 Memory is one batch plus the states, whatever the number of rows.

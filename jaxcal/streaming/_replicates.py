@@ -6,6 +6,8 @@ done B times: scatters whose rows are B-wide vectors (one contiguous add per row
 quantity), in blocks of rows added by a tree, as :func:`jaxcal._binning.bin_sums` does
 for one weighting. (``vmap`` of the one-weighting update over B recomputes nothing
 either, but lowers to scatters of scalars with B-fold index arrays: 20x slower.)
+:func:`replicate_sums` gives a whole state's sums, :func:`view_sums` the buckets of
+:func:`jaxcal.ece`'s view alone (the summary replicates of :mod:`._summary`).
 """
 
 from __future__ import annotations
