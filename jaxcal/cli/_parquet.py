@@ -24,6 +24,7 @@ import json
 import math
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import jax
@@ -147,11 +148,14 @@ def state_metrics(
 
 def replicate_metrics(reps: SummaryReplicates, n_bins: int) -> dict[str, np.ndarray]:
     """Every streamed metric of each summary replicate: ``(B,)`` NumPy arrays."""
+    return jax.device_get(_replicate_metrics_kernel(reps, n_bins))
 
-    def one(rep: SummaryReplicates) -> dict[str, jax.Array]:
-        return state_metrics(rep.states, n_bins, summary_cells(rep))
 
-    return jax.device_get(jax.vmap(one)(reps))
+@partial(jax.jit, static_argnums=1)
+def _replicate_metrics_kernel(reps, n_bins):
+    # One compiled program: vmap run eagerly compiled each batched operation on its own
+    # (binary, B = 2: 10 s and +370 MB resident, against 3 s and +80 MB).
+    return jax.vmap(lambda rep: state_metrics(rep.states, n_bins, summary_cells(rep)))(reps)
 
 
 def parquet_stream(path: Path, args: argparse.Namespace) -> Stream:
