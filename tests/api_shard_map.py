@@ -10,6 +10,7 @@ os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
 
 import jax
 import jax.numpy as jnp
+import optax
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -53,6 +54,11 @@ check(
     "histogram fit", lambda: sharded(lambda a, b: C.histogram_binning(4).fit(a, b).values, p1, y1)
 )
 check("platt fit", lambda: sharded(lambda a, b: C.platt_scaling().fit(a, b).a, p1, y1))
+check(
+    "platt fit, optax.lbfgs",
+    lambda: sharded(lambda a, b: C.platt_scaling(optimizer=optax.lbfgs()).fit(a, b).a, p1, y1),
+)
+check("dirichlet fit", lambda: sharded(lambda a, b: C.dirichlet().fit(a, b).bias, probs, y))
 check("smooth_ece auto", lambda: sharded(jaxcal.smooth_ece, probs, y))
 check(
     "score_decomposition",

@@ -22,7 +22,7 @@ from scipy import stats as sps
 
 import jaxcal
 from jaxcal import stats
-from jaxcal._cumulative import _sorted_path
+from jaxcal._cumulative_path import sorted_path as _sorted_path
 
 # ----------------------------------------------------------------------------- oracle
 

@@ -26,6 +26,7 @@ from jaxcal.calibrators._inputs import (
     check_multiclass_inputs,
     mask_fit_padding,
 )
+from jaxcal.calibrators._lbfgs import lbfgs
 from jaxcal.calibrators._params import ParamsSpec, check_params
 
 
@@ -174,12 +175,11 @@ def check_solver_options(optimizer: Any, max_iter: Any, tol: Any) -> int:
 
 
 _SHARD_MAP_LINE_SEARCH = (
-    "This fit cannot run inside jax.shard_map with check_vma=True: the line search of its "
-    "optax optimizer (optimizer=None is optax.lbfgs(), whose zoom line search starts its "
-    "inner loops from device-invariant constants) fails JAX's check of device-varying "
-    "types (optax 0.2.x). Pass check_vma=False to jax.shard_map, or build the calibrator "
-    "with an optimizer without a line search (e.g. optimizer=optax.adam(0.05)); "
-    "temperature_scaling() (Newton), isotonic() and histogram_binning() fit under the check."
+    "This fit cannot run inside jax.shard_map with check_vma=True: the line search of the "
+    "optax optimizer it was built with (e.g. optax.lbfgs(), whose zoom line search starts "
+    "its inner loops from device-invariant constants) fails JAX's check of device-varying "
+    "types (optax 0.2.x). Build the calibrator with optimizer=None (jaxcal's own L-BFGS, "
+    "whose loops are typed from the data), or pass check_vma=False to jax.shard_map."
 )
 
 #: Iterations in a row without a decrease of the loss at working precision before
@@ -199,25 +199,32 @@ def minimize(
     max_iter: int = 500,
     tol: float | None = None,
 ) -> tuple[Any, FitInfo]:
-    """Minimise a smooth scalar ``fun(params)`` with optax, entirely inside ``lax`` loops.
+    """Minimise a smooth scalar ``fun(params)`` entirely inside ``lax`` loops.
 
-    The default optimiser is ``optax.lbfgs()`` (L-BFGS with a zoom line search satisfying
-    the strong Wolfe conditions); its stored value and gradient are reused between
-    iterations. Any ``optax.GradientTransformation`` is accepted (Adam, SGD, ...).
+    The default (``optimizer=None``) is jaxcal's L-BFGS (:mod:`jaxcal.calibrators._lbfgs`:
+    ten curvature pairs, a strong Wolfe line search that also accepts Hager & Zhang's
+    approximate Wolfe conditions, so float32 fits go on where loss values stop resolving
+    decreases; every loop carry typed from the data, so it runs inside ``jax.shard_map``
+    with ``check_vma=True``). It stops when the largest absolute gradient component is at
+    most ``tol``, or when no step decreases the loss at working precision, first with the
+    stored curvature pairs and then by steepest descent (converged: the minimum at working
+    precision); a non-finite start reports ``converged=False``.
 
-    Stopping test (after scipy L-BFGS-B's): the largest absolute gradient component is at
-    most ``tol``, or, for optimisers with a line search (which decrease ``fun``
-    monotonically), ``STALL_PATIENCE`` iterations in a row decreased ``fun`` by at most
-    ``2 eps max(|f|, 1)`` each (eps of the dtype: the loss no longer improves at working
-    precision; both count as converged). A non-finite value ends the loop, keeps the last
-    finite iterate and reports ``converged=False``. ``max_iter`` iterations at most.
+    Any ``optax.GradientTransformation`` is accepted instead (``optax.lbfgs()``, Adam,
+    SGD, ...), run by one ``lax.while_loop``: the stopping test is the gradient's, or, for
+    optimisers with a line search (which decrease ``fun`` monotonically),
+    ``STALL_PATIENCE`` iterations in a row that decreased ``fun`` by at most
+    ``2 eps max(|f|, 1)`` each (after scipy L-BFGS-B's); a non-finite value ends that loop,
+    keeps the last finite iterate and reports ``converged=False``. optax's line searches
+    refuse ``shard_map`` with ``check_vma=True`` (a ValueError says so).
+    ``max_iter`` iterations at most in both cases.
 
     Args:
       fun: scalar objective of a pytree of parameters (closing over the data).
       init: initial parameters (the identity map of the calibrator).
-      optimizer: an optax optimiser, or None for ``optax.lbfgs()``.
+      optimizer: an optax optimiser, or None for jaxcal's L-BFGS.
       max_iter: maximum number of iterations.
-      tol: gradient tolerance; None: 1e-6 in float32, 1e-10 in float64.
+      tol: gradient tolerance (on the largest absolute component); None: 1e-6 in float32, 1e-10 in float64.
 
     Returns:
       ``(params, FitInfo)``.
@@ -230,10 +237,16 @@ def minimize(
       ([3.0, 3.0], True)
 
     References:
-      Nocedal & Wright (2006), "Numerical Optimization", Alg. 7.4-7.5 and 3.5-3.6;
+      Nocedal & Wright (2006), "Numerical Optimization", Alg. 7.4 and 3.5-3.6;
+      Hager & Zhang (2005), SIAM J. Optim. 16(1) (approximate Wolfe conditions);
       Byrd, Lu, Nocedal & Zhu (1995) for the L-BFGS-B stopping rules.
     """
-    opt = optax.with_extra_args_support(optax.lbfgs() if optimizer is None else optimizer)
+    if tol is None:
+        tol = 1e-10 if jnp.result_type(*jax.tree.leaves(init)) == jnp.float64 else 1e-6
+    if optimizer is None:
+        res = lbfgs(fun, init, max_iter=max_iter, tol=tol)
+        return res.params, FitInfo(res.value, res.grad_norm, res.n_iter, res.converged)
+    opt = optax.with_extra_args_support(optimizer)
     # optax is not written for strict dtype promotion (Adam's bias correction mixes int32
     # counts and Python floats): its own calls run under the standard rules.
     with jax.numpy_dtype_promotion("standard"):
@@ -242,8 +255,6 @@ def minimize(
     value, grad = jax.value_and_grad(fun)(init)
     dtype = value.dtype
     ftol = 2 * jnp.finfo(dtype).eps
-    if tol is None:
-        tol = 1e-10 if dtype == jnp.float64 else 1e-6
 
     def cond(carry):
         _, _, _, grad, k, stalls, bad = carry

@@ -115,7 +115,7 @@ def platt_scaling(
     Args:
       target_smoothing: use Platt's soft targets.
       inputs: ``"probs"`` (scores in [0, 1]) or ``"logits"`` (real-valued scores).
-      optimizer: an optax optimiser, or None for ``optax.lbfgs()``.
+      optimizer: an optax optimiser, or None for jaxcal's L-BFGS (see :func:`minimize`).
       max_iter: iteration limit.
       tol: gradient tolerance (None: 1e-6 in float32, 1e-10 in float64).
 
@@ -202,7 +202,7 @@ def beta_calibration(
 
     Args:
       inputs: ``"probs"`` or ``"logits"``.
-      optimizer: an optax optimiser, or None for ``optax.lbfgs()``.
+      optimizer: an optax optimiser, or None for jaxcal's L-BFGS (see :func:`minimize`).
       max_iter: iteration limit.
       tol: gradient tolerance (None: 1e-6 in float32, 1e-10 in float64).
 
