@@ -2,11 +2,14 @@
 report of the same rows written to Parquet, in batches that do not divide N, and the
 hint that suggests it for a large in-memory input. Refusals are in test_cli_corpus.py."""
 
+import jax
 import numpy as np
 import pytest
 
+from jaxcal import streaming
 from jaxcal.cli import InputError, _main, _parquet, main
 from tests.cli_helpers import json_report
+from tests.helpers import assert_close
 
 ROWS, CLASSES, BATCH = 3000, 10, 1024  # three batches, the last one padded
 
@@ -82,3 +85,33 @@ def test_a_large_in_memory_input_suggests_stream(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(_main, "STREAM_HINT_VALUES", ROWS * CLASSES + 1)
     assert main(["report", path]) == 2
     assert "hint" not in capsys.readouterr().err
+
+
+def test_intervals_are_those_of_the_whole_replicate_states(tmp_path, capsys):
+    """The report keeps summary replicates (the state at --bins and the ECE view's
+    buckets): the same resamples as whole replicate states, the same intervals up to
+    float32 round-off, the same values bit for bit."""
+    p, y = _data()
+    path = str(tmp_path / "preds.npz")
+    np.savez(path, probs=p, labels=y)
+    doc = json_report(["report", path, "--stream", "--resamples", "8", "--seed", "3"], capsys)
+    resolution = doc["settings"]["resolution"]
+    whole = streaming.array_state(
+        p,
+        y,
+        n_bins=15,
+        resolution=resolution,
+        n_replicates=8,
+        key=jax.random.key(3),
+        batch_rows=BATCH,
+    )
+    assert isinstance(whole.replicates, streaming.CalibrationState)
+    point = jax.device_get(_parquet.state_metrics(whole.state, 15))
+    reps = jax.device_get(jax.vmap(lambda s: _parquet.state_metrics(s, 15))(whole.replicates))
+    metrics = doc["models"][0]["metrics"]
+    for key, metric in metrics.items():
+        assert metric["value"] == float(point[key]), key
+        if metric["low"] is not None:
+            want = np.quantile(reps[key], [0.025, 0.975])
+            assert_close(np.float32([metric["low"], metric["high"]]), want, err_msg=key)
+    assert sum(m["low"] is not None for m in metrics.values()) == 8

@@ -105,8 +105,12 @@ def corp_curve(state: CalibrationState) -> BucketCorp:
 
 @partial(jax.jit, static_argnames=("score",))
 def _decomposition_kernel(state, score):
-    _, _, totals = value_of(state)
-    cells = main_cells(state)
+    return decomposition_of_cells(main_cells(state), value_of(state)[2], score)
+
+
+def decomposition_of_cells(cells, totals, score: str) -> ScoreDecomposition:
+    """:func:`corp_decomposition` of the view's R buckets ``cells`` (fields ``(R,)``) and
+    a state's compensated ``totals`` ``(3,)`` (weight, Brier sum, log-loss sum)."""
     curve = corp_from_sums(*cells)
     total = totals[0]
     terms = group_terms(score, curve.weight, curve.calibrated, cells.sum_target.sum(), total)

@@ -92,6 +92,7 @@ def parquet_state(
     first_id: int = 0,
     batch_rows: int = BATCH_ROWS,
     progress: Callable[[int, int], None] | None = None,
+    replicates: str = "states",
 ) -> ParquetStates:
     """Stream the predictions in Parquet ``source`` into a state (and bootstrap replicates).
 
@@ -109,6 +110,8 @@ def parquet_state(
       first_id: the id of the first row (a shard of a larger dataset starts at its offset).
       batch_rows: rows per batch (one compiled shape; memory is a few batches).
       progress: called as ``progress(rows_done, total_rows)`` after each batch.
+      replicates: ``"states"`` or ``"summary"``, what each replicate keeps, as
+        :func:`array_state`.
 
     Returns:
       :class:`ParquetStates` ``(state, replicates, rows)``.
@@ -149,4 +152,5 @@ def parquet_state(
         batch_rows=batch_rows,
         progress=progress,
         total=data.count_rows() if progress else 0,
+        replicates=replicates,
     )

@@ -69,15 +69,21 @@ def poisson_weights(key: jax.Array, ids: jax.Array, n_replicates: int) -> jax.Ar
     ``ids``: ``(N,)`` non-negative integers below 2**32, or ``(N, 2)`` uint32 (high, low)
     words of larger ids. A function of (key, id, replicate) alone.
     """
+    seeds = resample_seeds(key, -(-n_replicates // 2))  # (Q, 2)
+    return seeded_weights(seeds, ids)[:n_replicates]
+
+
+def seeded_weights(seeds: jax.Array, ids: jax.Array) -> jax.Array:
+    """Multiplicities ``(2Q, N)`` int32 of replicates 2q and 2q + 1 for seeds ``(Q, 2)``
+    of :func:`jaxcal._random.resample_seeds` (seed q of a key is the same whatever the
+    number asked, so a run of seeds gives those replicates' weights alone)."""
     if ids.ndim == 2:
         high, low = ids[:, 0].astype(jnp.uint32), ids[:, 1].astype(jnp.uint32)
     else:
         low = ids.astype(jnp.uint32)
         high = jnp.zeros_like(low)
-    seeds = resample_seeds(key, -(-n_replicates // 2))  # (Q, 2)
     w0, w1 = threefry2x32(seeds[:, :1], seeds[:, 1:], high[None], low[None])
-    words = jnp.stack([w0, w1], axis=1).reshape(-1, ids.shape[0])[:n_replicates]
-    return poisson_counts(words)
+    return poisson_counts(jnp.stack([w0, w1], axis=1).reshape(-1, ids.shape[0]))
 
 
 def poisson_init(n_bins: int, num_classes: int, n_replicates: int, **options) -> CalibrationState:
@@ -107,26 +113,38 @@ def _replicates(states: Any) -> CalibrationState:
 
 
 #: Replicates whose weighted sums are computed together (memory: N x this many floats
-#: per summed quantity).
+#: per summed quantity). Even: a seed draws two replicates.
 REPLICATE_CHUNK = 16
+
+
+def chunked_sums(sums_of, key, ids, weights, n_replicates, dtype):
+    """``sums_of(w)`` for the Poisson weights ``w`` ``(C, N)`` of each chunk of C replicates,
+    each output with its leading C axes joined into one of B = ``n_replicates``.
+
+    Each chunk draws its own replicates' weights (:func:`seeded_weights`), so only C x N
+    weights are alive at a time, never B x N; a last chunk past B computes replicates that
+    are dropped. ``weights``: the rows' ``(N,)`` weights (padding 0), or None.
+    """
+    chunk = min(REPLICATE_CHUNK, n_replicates + n_replicates % 2)
+    n_chunks = -(-n_replicates // chunk)
+    seeds = resample_seeds(key, n_chunks * chunk // 2).reshape(n_chunks, chunk // 2, 2)
+
+    def one_chunk(chunk_seeds):
+        w = seeded_weights(chunk_seeds, ids).astype(dtype)
+        return sums_of(w if weights is None else w * weights.astype(dtype)[None, :])
+
+    sums = jax.lax.map(one_chunk, seeds)
+    return jax.tree_util.tree_map(lambda x: x.reshape(-1, *x.shape[2:])[:n_replicates], sums)
 
 
 @jax.jit
 def _poisson_update_kernel(states, probs, labels, weights, ids, key):
-    b = states.totals.shape[0]
-    counts = poisson_weights(key, ids, b)
     probs, labels, weights = mask_padding(states, probs, labels, weights)
-    w = counts.astype(states.dtype)
-    if weights is not None:
-        w = w * weights.astype(states.dtype)[None, :]
-    chunk = min(REPLICATE_CHUNK, b)
-    w = jnp.concatenate([w, jnp.zeros((-b % chunk, w.shape[1]), w.dtype)])
 
-    def sums_of(wc):
-        return replicate_sums(probs, labels, wc, states.resolution, states.closed, states.binary)
+    def sums_of(w):
+        return replicate_sums(probs, labels, w, states.resolution, states.closed, states.binary)
 
-    sums = jax.lax.map(sums_of, w.reshape(-1, chunk, w.shape[1]))
-    sums = jax.tree_util.tree_map(lambda x: x.reshape(-1, *x.shape[2:])[:b], sums)
+    sums = chunked_sums(sums_of, key, ids, weights, states.totals.shape[0], states.dtype)
     return jax.vmap(add_batch)(states, sums)
 
 
@@ -168,6 +186,13 @@ def poisson_update(
       True
     """
     states = _replicates(states)
+    probs, labels, weights, ids = check_batch(states, probs, labels, ids, weights)
+    return _poisson_update_kernel(states, probs, labels, weights, ids, key)
+
+
+def check_batch(states: CalibrationState, probs, labels, ids, weights):
+    """A replicate update's batch checked against ``states``: ``(probs, labels, weights,
+    ids)`` as arrays, or a ValueError naming the argument."""
     probs, labels, weights = check_probs_labels(probs, labels, weights)
     fits = probs.ndim == 1 if states.binary else probs.shape[1:] == (states.num_classes,)
     if not fits:
@@ -182,7 +207,7 @@ def poisson_update(
             f"`ids` must be (N,) integers (or (N, 2) uint32 words) with N = {probs.shape[0]}; "
             f"got shape {ids.shape} and dtype {ids.dtype}."
         )
-    return _poisson_update_kernel(states, probs, labels, weights, ids, key)
+    return probs, labels, weights, ids
 
 
 @partial(jax.jit, static_argnames=("norm", "debias", "average"))

@@ -6,6 +6,8 @@ done B times: scatters whose rows are B-wide vectors (one contiguous add per row
 quantity), in blocks of rows added by a tree, as :func:`jaxcal._binning.bin_sums` does
 for one weighting. (``vmap`` of the one-weighting update over B recomputes nothing
 either, but lowers to scatters of scalars with B-fold index arrays: 20x slower.)
+:func:`replicate_sums` gives a whole state's sums, :func:`view_sums` the buckets of
+:func:`jaxcal.ece`'s view alone (the summary replicates of :mod:`._summary`).
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ def _sums(ids, columns, weights, num_segments, block):
     weighted by ``weights`` ``(N, B)``; rows blocked by ``block``."""
     flat, n_blocks = block_segment_ids(ids, num_segments, block)
     w = weights if ids.ndim == 1 else weights[:, None, :]
-    out = []
-    for column in columns:
+
+    def one(column):
         data = (column[..., None] * w).reshape(flat.shape[0], -1)
         part = jax.ops.segment_sum(data, flat, n_blocks * num_segments, mode="promise_in_bounds")
-        out.append(tree_sum(part.reshape(n_blocks, num_segments, -1)))
-    return jnp.stack(out)
+        return tree_sum(part.reshape(n_blocks, num_segments, -1))
+
+    # One column at a time: the scatters' B-wide rows of all Q columns at once held Q
+    # times the memory (5 x 42 MB for the classwise sums at K = 10, N = 65536, B = 16).
+    return jax.lax.map(one, jnp.stack(columns))
 
 
 def _counts(ids, weights, num_segments):
@@ -38,6 +43,38 @@ def _counts(ids, weights, num_segments):
     data = present if ids.ndim == 1 else jnp.broadcast_to(present[:, None, :], shape)
     flat = ids.reshape(-1)
     return jax.ops.segment_sum(data.reshape(flat.shape[0], -1), flat, num_segments)
+
+
+def _cells(ids, scores, targets, wt, num_segments, anchor, block):
+    """Counts ``(S, B)`` and sums ``(3, S, B)`` (weight, score, target) per segment.
+
+    The scores are summed as deviations from their segment's anchor, added back per
+    segment (as :func:`jaxcal._binning.bin_sums` does), so a sum over many rows keeps the
+    precision of the deviations.
+    """
+    dtype = scores.dtype
+    dev = scores - anchor(ids).astype(dtype)
+    sums = _sums(ids, [jnp.ones_like(dev), dev, targets.astype(dtype)], wt, num_segments, block)
+    offsets = anchor(jnp.arange(num_segments, dtype=jnp.int32)).astype(dtype)
+    return _counts(ids, wt, num_segments), sums.at[1].add(offsets[:, None] * sums[0])
+
+
+def view_sums(probs, labels, weights, resolution, closed):
+    """The buckets of :func:`jaxcal.ece`'s view of one batch under B weightings.
+
+    The positive class's probability against ``labels == 1`` (1-D ``probs``), or the
+    top-label confidence against correctness (2-D), in R = ``resolution`` uniform buckets:
+    the cells that :func:`jaxcal.streaming._views.main_cells` reads from a state of that
+    resolution. Returns counts ``(B, R)`` and sums ``(B, 3, R)`` (weight, score, target).
+    """
+    dtype = compute_dtype(probs.dtype)
+    scores, targets, _ = scores_and_targets(probs, labels)
+    scores = scores.astype(dtype)
+    ids = uniform_bin_index(scores, resolution, closed)
+    block = rows_per_block(resolution)
+    wt = weights.astype(dtype).T
+    count, sums = _cells(ids, scores, targets, wt, resolution, uniform_anchors(resolution), block)
+    return count.T, jnp.moveaxis(sums, -1, 0)
 
 
 def replicate_sums(probs, labels, weights, n_bins, closed, binary):
@@ -65,11 +102,8 @@ def replicate_sums(probs, labels, weights, n_bins, closed, binary):
     conf, correct, pred = scores_and_targets(probs, labels, "confidence")
     conf = conf.astype(dtype)
     top_ids = pred.astype(jnp.int32) * n_bins + uniform_bin_index(conf, n_bins, closed)
-    top_dev = conf - anchor(top_ids).astype(dtype)
-    ones = jnp.ones_like(conf)
     block = rows_per_block(s_top)
-    top = _sums(top_ids, [ones, top_dev, correct.astype(dtype)], wt, s_top, block)
-    top = top.at[1].add(anchor(jnp.arange(s_top, dtype=jnp.int32)).astype(dtype)[:, None] * top[0])
+    top_count, top = _cells(top_ids, conf, correct, wt, s_top, anchor, block)
     p = probs.astype(dtype)
     class_ids = jnp.arange(k, dtype=jnp.int32)[None, :] * n_bins + uniform_bin_index(
         p, n_bins, closed
@@ -84,7 +118,7 @@ def replicate_sums(probs, labels, weights, n_bins, closed, binary):
         return jnp.moveaxis(x.reshape(*x.shape[:-2], k, n_bins, x.shape[-1]), -1, 0)
 
     return (
-        as_state(_counts(top_ids, wt, s_top)),
+        as_state(top_count),
         as_state(top),
         as_state(_counts(class_ids, wt, s_class)),
         as_state(class_sums),

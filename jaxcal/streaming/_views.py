@@ -109,16 +109,21 @@ class EqualMassECE(NamedTuple):
 
 @partial(jax.jit, static_argnums=1)
 def _equal_mass_kernel(state, n_bins):
-    cells = main_cells(state)
-    group, is_edge = equal_mass_groups(cells.weight, n_bins, state.closed)
+    return equal_mass_of_cells(main_cells(state), n_bins, state.closed)
+
+
+def equal_mass_of_cells(cells: BinStats, n_bins: int, closed: str) -> EqualMassECE:
+    """:func:`equal_mass_ece` of the view's R buckets ``cells`` (fields ``(R,)``)."""
+    r, dtype = cells.weight.shape[-1], cells.weight.dtype
+    group, is_edge = equal_mass_groups(cells.weight, n_bins, closed)
     stats = BinStats(*(jax.ops.segment_sum(f, group, n_bins)[None] for f in cells))
     total = cells.weight.sum()
-    ece = gap_norm(stats, jnp.ones(1, state.dtype), "l1", False)
+    ece = gap_norm(stats, jnp.ones(1, dtype), "l1", False)
     bound = 2 * safe_divide(jnp.sum(jnp.where(is_edge, cells.weight, 0)), total)
     # The edge after bin b is the upper edge of its last bucket (the inner edges of empty
     # bins repeat their neighbour's).
-    buckets = uniform_edges(state.resolution, state.dtype)
-    last = jax.ops.segment_max(jnp.arange(state.resolution, dtype=jnp.int32), group, n_bins)
+    buckets = uniform_edges(r, dtype)
+    last = jax.ops.segment_max(jnp.arange(r, dtype=jnp.int32), group, n_bins)
     last = jax.lax.cummax(jnp.maximum(last, -1))
     inner = buckets[last[:-1] + 1]
     edges = jnp.concatenate([buckets[:1], inner, buckets[-1:]])
