@@ -143,47 +143,69 @@ def test_only_executables_calling_allowed_targets_are_stored(tmp_path, monkeypat
     assert not (tmp_path / "opaque.bin").exists() and len(serialized) == 1
 
 
-def _round_trip_files(tmp_path) -> dict[str, list[str]]:
-    """Inputs of the round-trip test: one argv per group of stored kernel kinds."""
+def _round_trip_cases(tmp_path) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """(argv, extra environment) of each group of the round-trip test."""
     # The binary model whose stored report crashed the next process (N = 200, --bins 10).
     rng = np.random.default_rng(5)
     p = rng.uniform(0.02, 0.98, 200).astype(np.float32)
     y = (rng.uniform(size=200) < p).astype(np.int32)
-    np.savez(tmp_path / "binary.npz", probs=p, logits=np.log(p / (1 - p)), labels=y)
+    z = np.log(p / (1 - p))
+    np.savez(tmp_path / "binary.npz", probs=p, logits=z, labels=y)
+    # float16 logits reach temperature scaling as they are: five more cross-fit programs
+    # (the probabilities are float32 after validation: the report is the one above).
+    np.savez(
+        tmp_path / "half.npz", probs=p.astype(np.float16), logits=z.astype(np.float16), labels=y
+    )
     q = rng.dirichlet(np.ones(3), 20).astype(np.float32)
     np.savez(tmp_path / "multi.npz", probs=q, labels=rng.integers(0, 3, 20).astype(np.int32))
     np.savez(tmp_path / "one.npz", probs=p[:1], labels=y[:1])
     np.savez(tmp_path / "three.npz", probs=q[:3], labels=np.array([0, 2, 1], np.int32))
-    files = {name: str(tmp_path / f"{name}.npz") for name in ("binary", "multi", "one", "three")}
+    files = {n: str(tmp_path / f"{n}.npz") for n in ("binary", "half", "multi", "one", "three")}
     return {
         # Binary (clinical block: LAPACK) and multiclass reports, the uncalibrated scores
         # and all nine calibrators: temperature scaling on logits (binary) and on
         # log-probabilities (multiclass), Platt (FAST_RUN options), isotonic, centred
         # isotonic, Venn-Abers, top-label Platt and isotonic, multiclass Venn-Abers.
-        "fit": [files["binary"], files["multi"], "--fit", "--folds", "2", "--bins", "10"],
+        "fit": (
+            [files["binary"], files["multi"], files["half"], "--fit", "--folds", "2"],
+            {},
+        ),
         # The smallest inputs: N = 1 (binary) and N = 3 (three classes).
-        "tiny": [files["one"], files["three"], "--bins", "10"],
+        "tiny": ([files["one"], files["three"]], {}),
+        # JAX_ENABLE_X64 (a user's environment) changes the programs.
+        "x64": ([files["binary"]], {"JAX_ENABLE_X64": "1"}),
     }
 
 
-@pytest.mark.slow  # two fresh processes per group, the first compiling every kernel (~60 s)
-@pytest.mark.parametrize("group", ["fit", "tiny"])
+#: Stored entries of each group, by kernel name.
+_STORED = {
+    "fit": {"report": 2, "uncalibrated": 2, "cross_fit": 14},
+    "tiny": {"report": 2},
+    "x64": {"report": 1},
+}
+
+
+@pytest.mark.slow  # two processes per group, the first compiling every kernel: ~55 s in all
+@pytest.mark.parametrize("group", list(_STORED))
 def test_every_stored_kernel_kind_runs_in_a_fresh_process(tmp_path, group):
     # A process that only loads executables has lowered nothing: a custom-call target that
     # JAX fills on first use is unset there (the binary report's LAPACK solve died of
     # SIGSEGV until _kernels._load initialised LAPACK). Each group: a first process compiles
     # and stores its kernels in an empty folder, a second loads every one of them and prints
-    # the same report and the same JSON.
-    argv = _round_trip_files(tmp_path)[group]
+    # the same report and the same JSON. (CSV, .npy, --by, --renormalize and --json - lead
+    # to these same programs; the streamed report stores nothing.)
+    argv, extra = _round_trip_cases(tmp_path)[group]
     store = tmp_path / "cache" / "kernels"
-    env = {**os.environ, "JAXCAL_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "JAXCAL_CACHE_DIR": str(tmp_path / "cache"), **extra}
     for name in ("JAXCAL_NO_COMPILATION_CACHE", "JAXCAL_KERNEL_STORE", "JAX_COMPILATION_CACHE_DIR"):
         env.pop(name, None)  # the store is on by default; JAX's own cache stays off
     runs, entries = [], []
     for i in range(2):
         out = tmp_path / f"report{i}.json"
-        command = [sys.executable, "-m", "jaxcal.cli", "report", *argv, "--json", str(out)]
-        runs.append(subprocess.run(command, capture_output=True, text=True, env=env))
+        command = [sys.executable, "-m", "jaxcal.cli", "report", *argv, "--bins", "10"]
+        runs.append(
+            subprocess.run([*command, "--json", str(out)], capture_output=True, text=True, env=env)
+        )
         assert runs[-1].returncode == 0, runs[-1].stderr[-2000:]
         entries.append({p.name: p.stat().st_mtime_ns for p in store.glob("*.bin")})
     assert runs[1].stdout == runs[0].stdout
@@ -192,5 +214,4 @@ def test_every_stored_kernel_kind_runs_in_a_fresh_process(tmp_path, group):
     assert entries[1].keys() == entries[0].keys()
     assert all(entries[1][k] > entries[0][k] for k in entries[0])
     kinds = [name.split("-")[0] for name in entries[0]]
-    expected = {"fit": {"report": 2, "uncalibrated": 2, "cross_fit": 9}, "tiny": {"report": 2}}
-    assert {k: kinds.count(k) for k in set(kinds)} == expected[group]
+    assert {k: kinds.count(k) for k in set(kinds)} == _STORED[group]
