@@ -83,13 +83,13 @@ def test_float32_fits_reach_the_float64_optimum_on_digits(digits_logits, kind):
     """float32 fits meet their gradient tolerance on real data, and a tighter one holds.
 
     With optax.lbfgs() the matrix fit stalled at max|grad| 2e-5, probabilities 3e-3 from
-    the float64 optimum; here the default tol (1e-6) gives 9e-4 and tol=1e-8 5e-6.
+    the float64 optimum; here the default tol (1e-6) gives 1.5e-4 and tol=1e-8 2e-6.
     """
     z, y = digits_logits
     penalty = {"l2": 1e-3} if kind == "matrix" else {}
     loss, probs = ref.affine_scipy(kind, z, y, **penalty)
     factory = cal.matrix_scaling if kind == "matrix" else cal.vector_scaling
-    for tol, atol in ((None, 2e-3), (1e-8, 2e-5)):  # probabilities: about tol / curvature
+    for tol, atol in ((None, 5e-4), (1e-8, 1e-5)):  # probabilities: about tol / curvature
         calibrator = factory(**penalty, **({} if tol is None else {"tol": tol}))
         params = calibrator.fit(jnp.asarray(z), jnp.asarray(y))
         assert bool(params.info.converged) and float(params.info.grad_norm) <= (tol or 1e-6)
