@@ -55,19 +55,38 @@ elif not importlib.util.find_spec("dask"):  # the dask extra
 # compilation cache goes to $JAXCAL_CACHE_DIR/jax-WORKER, by default .cache/jaxcal/jax-main in the
 # checkout (git-ignored; deleting it is always safe); every compilation is written, however
 # short (JAX's default threshold, 1 s, would leave out most of the suite's). The
-# `jaxcal report` runs of the CLI tests (in this process and in subprocesses), when they turn
-# on the opt-in kernel store (JAXCAL_KERNEL_STORE=1), keep their
-# kernels in $JAXCAL_CACHE_DIR/kernels. JAXCAL_NO_COMPILATION_CACHE=1 runs without either.
+# `jaxcal report` runs of the CLI tests (in this process and in subprocesses) keep their
+# kernels in $JAXCAL_CACHE_DIR/cli-WORKER/kernels (the fixture below), never in ~/.cache.
+# JAXCAL_NO_COMPILATION_CACHE=1 runs without either.
+_CACHE_ROOT = Path(
+    os.environ.get("JAXCAL_CACHE_DIR") or Path(__file__).parent / ".cache" / "jaxcal"
+)
+# One folder per pytest-xdist worker: JAX's unbounded cache writes an entry in place,
+# without a lock (jax/_src/lru_cache.py, `put`), so a worker could load the other's
+# half-written executable; a CI rehearsal with -n 2 died of SIGSEGV running one.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER") or "main"
 if os.environ.get("JAXCAL_NO_COMPILATION_CACHE", "").strip().lower() in ("", "0", "false", "no"):
-    _cache = Path(
-        os.environ.setdefault("JAXCAL_CACHE_DIR", str(Path(__file__).parent / ".cache" / "jaxcal"))
-    )
-    # One folder per pytest-xdist worker: JAX's unbounded cache writes an entry in place,
-    # without a lock (jax/_src/lru_cache.py, `put`), so a worker could load the other's
-    # half-written executable; a CI rehearsal with -n 2 died of SIGSEGV running one.
-    _worker = os.environ.get("PYTEST_XDIST_WORKER")
-    jax.config.update("jax_compilation_cache_dir", str(_cache / f"jax-{_worker or 'main'}"))
+    jax.config.update("jax_compilation_cache_dir", str(_CACHE_ROOT / f"jax-{_WORKER}"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cli_cache_per_worker():
+    """Point ``jaxcal report``'s cache folder at this worker's own, for the whole session.
+
+    The command line stores its compiled kernels by default (jaxcal/cli/_cache.py), in
+    ``$JAXCAL_CACHE_DIR/kernels``: each worker gets ``$JAXCAL_CACHE_DIR/cli-WORKER``, so two
+    workers never share a store, and no test writes into the user's ``~/.cache``. Set
+    here, not at import, because the xdist controller imports this file too and its
+    workers inherit its environment.
+    """
+    saved = os.environ.get("JAXCAL_CACHE_DIR")
+    os.environ["JAXCAL_CACHE_DIR"] = str(_CACHE_ROOT / f"cli-{_WORKER}")
+    yield
+    if saved is None:
+        del os.environ["JAXCAL_CACHE_DIR"]
+    else:
+        os.environ["JAXCAL_CACHE_DIR"] = saved
 
 
 @pytest.hookimpl(wrapper=True)

@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> None:
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
-    env.pop("JAXCAL_NO_COMPILATION_CACHE", None)
+    for name in ("JAXCAL_NO_COMPILATION_CACHE", "JAXCAL_KERNEL_STORE"):  # the store is on
+        env.pop(name, None)
     cases = {
         "jaxcal report --demo, cold (empty cache folder)": None,
         WARM: None,

@@ -4,8 +4,10 @@ import os
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ import pytest
 from jaxcal.cli import _cache, _kernels, main
 
 
-def test_cache_folder_and_opt_out_follow_the_environment(monkeypatch):
+def test_cache_folder_and_opt_out_follow_the_environment(tmp_path, monkeypatch):
     env = {"XDG_CACHE_HOME": "/xdg"}
     assert _cache.default_cache_dir(env) == Path("/xdg/jaxcal")
     assert _cache.default_cache_dir({**env, "JAXCAL_CACHE_DIR": "/mine"}) == Path("/mine")
@@ -21,15 +23,30 @@ def test_cache_folder_and_opt_out_follow_the_environment(monkeypatch):
     for value, disabled in (("1", True), ("yes", True), ("", False), ("0", False)):
         assert _cache.cache_disabled({"JAXCAL_NO_COMPILATION_CACHE": value}) is disabled
     assert not _cache.cache_disabled({})
-    # The store is opt-in (a stored binary report kernel crashed a second process).
+    # The store is on unless JAXCAL_KERNEL_STORE says no (every kernel kind round-trips
+    # through a fresh process: the slow test below).
+    for value, enabled in (("", True), ("1", True), ("0", False), ("no", False), ("false", False)):
+        assert _cache.store_enabled({"JAXCAL_KERNEL_STORE": value}) is enabled
+    assert _cache.store_enabled({})
+    monkeypatch.setenv("JAXCAL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("JAXCAL_NO_COMPILATION_CACHE", raising=False)
     monkeypatch.delenv("JAXCAL_KERNEL_STORE", raising=False)
+    assert _cache.kernel_folder() == tmp_path / "kernels" and (tmp_path / "kernels").is_dir()
+    monkeypatch.setenv("JAXCAL_KERNEL_STORE", "0")
     assert _cache.kernel_folder() is None
     monkeypatch.setenv("JAXCAL_KERNEL_STORE", "1")
-    assert _cache.kernel_folder() == _cache.default_cache_dir() / "kernels"
+    assert _cache.kernel_folder() == tmp_path / "kernels"
     monkeypatch.setenv("JAXCAL_NO_COMPILATION_CACHE", "1")
     assert _cache.kernel_folder() is None
     monkeypatch.delenv("JAXCAL_NO_COMPILATION_CACHE")
     assert _cache.kernel_folder(no_cache=True) is None
+
+
+def test_the_test_session_keeps_kernels_in_a_folder_of_its_worker():
+    # conftest.py: two pytest-xdist workers never share a store, and none is in ~/.cache.
+    worker = os.environ.get("PYTEST_XDIST_WORKER") or "main"
+    assert _cache.default_cache_dir().name == f"cli-{worker}"
+    assert Path.home() / ".cache" not in _cache.default_cache_dir().parents
 
 
 # A program no earlier run compiled: JAX's persistent cache (conftest.py) would otherwise
@@ -85,18 +102,116 @@ def test_no_cache_writes_nothing(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "cache").exists()
 
 
-@pytest.mark.slow  # two fresh processes that compile the binary report
-def test_a_stored_binary_report_runs_in_a_fresh_process(tmp_path):
-    # The stored executable calls LAPACK (calibration_slope_intercept's solve); a process
-    # that only loads it never lowered a linalg op, and jaxlib's LAPACK targets were unset:
-    # the second run died of SIGSEGV until _kernels._load initialised them.
+def _solve(a, b):
+    return jnp.linalg.solve(a, b)  # LAPACK: lapack_sgetrf_ffi, lapack_strsm_ffi
+
+
+def _host_sum(x):  # a Python host callback: xla_ffi_python_cpu_callback
+    return jax.pure_callback(
+        lambda v: np.sum(v, dtype=np.float32), jax.ShapeDtypeStruct((), x.dtype), x
+    )
+
+
+def test_only_executables_calling_allowed_targets_are_stored(tmp_path, monkeypatch):
+    allowed = _kernels.storable_targets()
+    # The report's solve and inverse; every name is one of jaxlib's LAPACK targets, which
+    # _load fills before it loads anything.
+    assert {"lapack_sgetrf_ffi", "lapack_strsm_ffi"} <= allowed
+    assert all(name.startswith("lapack_") for name in allowed)
+    serialized = []
+    serialize = _kernels.serialize_executable.serialize
+    monkeypatch.setattr(
+        _kernels.serialize_executable,
+        "serialize",
+        lambda c: serialized.append(1) or serialize(c),
+    )
+    a, b = np.eye(3, dtype=np.float32) * 2, np.ones(3, np.float32)
+    solve = jax.jit(_solve).lower(a, b).compile()
+    assert _kernels.custom_call_targets(solve) == {"lapack_sgetrf_ffi", "lapack_strsm_ffi"}
+    _kernels._save(solve, tmp_path / "solve.bin")
+    assert (tmp_path / "solve.bin").exists() and len(serialized) == 1
+    # A target off the list is never serialised (a loading process may not have it ready).
+    callback = jax.jit(_host_sum).lower(b).compile()
+    assert _kernels.custom_call_targets(callback) == {"xla_ffi_python_cpu_callback"}
+    _kernels._save(callback, tmp_path / "callback.bin")
+    monkeypatch.setattr(_kernels, "storable_targets", frozenset)  # as without the private API
+    _kernels._save(solve, tmp_path / "solve2.bin")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["solve.bin"] and len(serialized) == 1
+    # An executable without HLO text cannot be checked: not stored either.
+    monkeypatch.setattr(_kernels, "storable_targets", lambda: allowed)
+    _kernels._save(types.SimpleNamespace(as_text=lambda: None), tmp_path / "opaque.bin")
+    assert not (tmp_path / "opaque.bin").exists() and len(serialized) == 1
+
+
+def _round_trip_cases(tmp_path) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """(argv, extra environment) of each group of the round-trip test."""
+    # The binary model whose stored report crashed the next process (N = 200, --bins 10).
     rng = np.random.default_rng(5)
     p = rng.uniform(0.02, 0.98, 200).astype(np.float32)
     y = (rng.uniform(size=200) < p).astype(np.int32)
-    np.savez(tmp_path / "small.npz", probs=p, labels=y)
-    env = {**os.environ, "JAXCAL_KERNEL_STORE": "1", "JAXCAL_CACHE_DIR": str(tmp_path / "c")}
-    argv = [sys.executable, "-m", "jaxcal.cli", "report", str(tmp_path / "small.npz")]
-    runs = [subprocess.run(argv, capture_output=True, text=True, env=env) for _ in range(2)]
-    assert [r.returncode for r in runs] == [0, 0], runs[1].stderr[-2000:]
+    z = np.log(p / (1 - p))
+    np.savez(tmp_path / "binary.npz", probs=p, logits=z, labels=y)
+    # float16 logits reach temperature scaling as they are: five more cross-fit programs
+    # (the probabilities are float32 after validation: the report is the one above).
+    np.savez(
+        tmp_path / "half.npz", probs=p.astype(np.float16), logits=z.astype(np.float16), labels=y
+    )
+    q = rng.dirichlet(np.ones(3), 20).astype(np.float32)
+    np.savez(tmp_path / "multi.npz", probs=q, labels=rng.integers(0, 3, 20).astype(np.int32))
+    np.savez(tmp_path / "one.npz", probs=p[:1], labels=y[:1])
+    np.savez(tmp_path / "three.npz", probs=q[:3], labels=np.array([0, 2, 1], np.int32))
+    files = {n: str(tmp_path / f"{n}.npz") for n in ("binary", "half", "multi", "one", "three")}
+    return {
+        # Binary (clinical block: LAPACK) and multiclass reports, the uncalibrated scores
+        # and all nine calibrators: temperature scaling on logits (binary) and on
+        # log-probabilities (multiclass), Platt (FAST_RUN options), isotonic, centred
+        # isotonic, Venn-Abers, top-label Platt and isotonic, multiclass Venn-Abers.
+        "fit": (
+            [files["binary"], files["multi"], files["half"], "--fit", "--folds", "2"],
+            {},
+        ),
+        # The smallest inputs: N = 1 (binary) and N = 3 (three classes).
+        "tiny": ([files["one"], files["three"]], {}),
+        # JAX_ENABLE_X64 (a user's environment) changes the programs.
+        "x64": ([files["binary"]], {"JAX_ENABLE_X64": "1"}),
+    }
+
+
+#: Stored entries of each group, by kernel name.
+_STORED = {
+    "fit": {"report": 2, "uncalibrated": 2, "cross_fit": 14},
+    "tiny": {"report": 2},
+    "x64": {"report": 1},
+}
+
+
+@pytest.mark.slow  # two processes per group, the first compiling every kernel: ~55 s in all
+@pytest.mark.parametrize("group", list(_STORED))
+def test_every_stored_kernel_kind_runs_in_a_fresh_process(tmp_path, group):
+    # A process that only loads executables has lowered nothing: a custom-call target that
+    # JAX fills on first use is unset there (the binary report's LAPACK solve died of
+    # SIGSEGV until _kernels._load initialised LAPACK). Each group: a first process compiles
+    # and stores its kernels in an empty folder, a second loads every one of them and prints
+    # the same report and the same JSON. (CSV, .npy, --by, --renormalize and --json - lead
+    # to these same programs; the streamed report stores nothing.)
+    argv, extra = _round_trip_cases(tmp_path)[group]
+    store = tmp_path / "cache" / "kernels"
+    env = {**os.environ, "JAXCAL_CACHE_DIR": str(tmp_path / "cache"), **extra}
+    for name in ("JAXCAL_NO_COMPILATION_CACHE", "JAXCAL_KERNEL_STORE", "JAX_COMPILATION_CACHE_DIR"):
+        env.pop(name, None)  # the store is on by default; JAX's own cache stays off
+    runs, entries = [], []
+    for i in range(2):
+        out = tmp_path / f"report{i}.json"
+        command = [sys.executable, "-m", "jaxcal.cli", "report", *argv, "--bins", "10"]
+        runs.append(
+            subprocess.run([*command, "--json", str(out)], capture_output=True, text=True, env=env)
+        )
+        assert runs[-1].returncode == 0, runs[-1].stderr[-2000:]
+        entries.append({p.name: p.stat().st_mtime_ns for p in store.glob("*.bin")})
     assert runs[1].stdout == runs[0].stdout
-    assert any((tmp_path / "c" / "kernels").glob("report-*.bin"))
+    assert (tmp_path / "report1.json").read_text() == (tmp_path / "report0.json").read_text()
+    # The second process stored nothing new and loaded (touched) every entry.
+    assert entries[1].keys() == entries[0].keys()
+    assert all(entries[1][k] > entries[0][k] for k in entries[0])
+    kinds = [name.split("-")[0] for name in entries[0]]
+    assert {k: kinds.count(k) for k in set(kinds)} == _STORED[group]

@@ -2,23 +2,28 @@
 
 Almost all of a first ``jaxcal report`` is XLA compiling its kernels, and almost all of a
 second one would be tracing and lowering them again. The command line keeps the
-compiled executables themselves (:mod:`jaxcal.cli._kernels`) in ``kernels/`` of:
+compiled executables themselves (:mod:`jaxcal.cli._kernels`: each input shape's report,
+and with ``--fit`` the uncalibrated scores and each calibrator's cross-fit) in
+``kernels/`` of:
 
 1. ``$JAXCAL_CACHE_DIR`` if set;
 2. else ``$XDG_CACHE_HOME/jaxcal`` if ``XDG_CACHE_HOME`` is set;
 3. else ``~/.cache/jaxcal``.
 
-**Off unless ``JAXCAL_KERNEL_STORE=1``** (jax/jaxlib 0.10.2): a binary model's stored
-``report`` executable crashed with SIGSEGV when a second process loaded and ran it. The
-cause: jaxlib's LAPACK custom-call targets are filled lazily, when JAX first lowers a
-linalg op, and a process that only loads executables never lowers one; ``_kernels._load``
-now initialises them first (test: two fresh processes). The store stays opt-in until every
-kernel kind is checked for such lazily registered targets.
-``--no-cache`` or ``JAXCAL_NO_COMPILATION_CACHE=1`` turn it off when it is on. Entries are keyed by the
-program, the compiler options, the versions and the machine, so deleting the folder is
-always safe (the next run compiles again). Like JAX's own cache, the entries are native
-code that the command loads and runs: the folder must be writable by its user only
-(``~/.cache`` is).
+On by default; ``--no-cache``, ``JAXCAL_NO_COMPILATION_CACHE=1`` or ``JAXCAL_KERNEL_STORE=0``
+turn it off. (It was opt-in while a binary model's stored report crashed the process that
+loaded it, SIGSEGV: jaxlib fills its LAPACK custom-call targets only when JAX first lowers
+a linalg op, which a process that only loads executables never does. ``_kernels._load``
+now fills them first; only executables whose custom calls are all on an allow-list, those
+LAPACK targets, are stored (:func:`jaxcal.cli._kernels.storable_targets`: a Python host
+callback, as in the sorts of N >= 1024 rows, is compiled again in each run); and every
+kernel kind round-trips through a fresh process: tests/test_cli_cache.py.) The streamed
+report (Parquet, ``--stream``) and ``--by``, ``--plot`` compile with plain ``jax.jit``
+and store nothing. Entries are keyed by the program, the compiler options, the versions
+and the machine, so deleting the folder is always safe (the next run compiles again).
+Like JAX's own cache, the entries are native code that the command loads and runs: the
+folder must be writable by its user only (``~/.cache`` is; the command creates
+``kernels/`` with mode 0700).
 
 JAX's own persistent compilation cache is not turned on: it skips only the XLA
 compilation (its key is the lowered program), and an executable it has read back cannot
@@ -37,13 +42,13 @@ from pathlib import Path
 NO_CACHE_ENV = "JAXCAL_NO_COMPILATION_CACHE"
 #: Environment variable naming the cache folder.
 CACHE_DIR_ENV = "JAXCAL_CACHE_DIR"
-#: Environment variable that turns the on-disk kernel store on ("1", "true", "yes").
+#: Environment variable that turns the on-disk kernel store off ("0", "false", "no", "off").
 STORE_ENV = "JAXCAL_KERNEL_STORE"
 
 
 def store_enabled(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether ``JAXCAL_KERNEL_STORE`` asks for the on-disk kernel store (off by default)."""
-    return environ.get(STORE_ENV, "").strip().lower() in ("1", "true", "yes")
+    """Whether the on-disk kernel store is on: unless ``JAXCAL_KERNEL_STORE`` says no."""
+    return environ.get(STORE_ENV, "").strip().lower() not in ("0", "false", "no", "off")
 
 
 def cache_disabled(environ: Mapping[str, str] = os.environ) -> bool:

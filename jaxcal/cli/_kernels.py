@@ -10,9 +10,10 @@ jaxcal's source, the jax/jaxlib versions, the backend and the CPU's features, JA
 configuration and ``XLA_FLAGS``), so that a later run loads it without tracing. Any
 problem reading an entry falls back to compiling; entries are written atomically and
 the oldest are pruned beyond :data:`MAX_ENTRIES`. An executable that cannot be serialised
-(host callbacks, captured constants), or that JAX read from its own persistent cache
-(written out again it fails at run time on XLA:CPU: "Function ... not found"), is simply
-not stored.
+(host callbacks, captured constants), that calls a custom-call target a loading process
+might not have ready (:func:`storable_targets`), or that JAX read from its own persistent
+cache (written out again it fails at run time on XLA:CPU: "Function ... not found"), is
+simply not stored.
 
 Compilation runs in a worker thread (:meth:`Kernel.prepare` returns a future): XLA
 releases the GIL while it compiles, so the next kernel is traced, or the previous one
@@ -25,6 +26,7 @@ import hashlib
 import os
 import pickle
 import platform
+import re
 import sys
 import tempfile
 import threading
@@ -37,6 +39,13 @@ from typing import Any
 import jax
 import jaxlib
 from jax.experimental import serialize_executable
+
+try:  # jaxlib's LAPACK targets (private API): without it, no executable calling LAPACK is stored
+    from jax._src.lib import lapack as _jaxlib_lapack
+
+    _lapack = _jaxlib_lapack._lapack  # what jax._src.lax.linalg.initialize_lapack initialises
+except (ImportError, AttributeError):
+    _lapack = None
 
 #: Stored executables kept at most (least recently used pruned first).
 MAX_ENTRIES = 64
@@ -208,13 +217,41 @@ def _initialize_lapack() -> None:
     JAX fills the LAPACK custom-call targets lazily, when it first lowers a linalg op; a
     process that only loads a stored executable never does, and the executable's first
     LAPACK call (``calibration_slope_intercept``'s solve in a binary report) jumped into
-    an unset pointer: SIGSEGV. Private JAX API, so its absence is tolerated.
+    an unset pointer: SIGSEGV. One call fills every ``lapack_*`` target of jaxlib (its
+    ``GetLapackKernelsFromScipy`` reads them all from SciPy's LAPACK at once).
     """
+    if _lapack is not None:
+        _lapack.initialize()
+
+
+@cache
+def storable_targets() -> frozenset[str]:
+    """The custom-call targets a stored executable may call: those :func:`_load` makes ready.
+
+    An allow-list: a fresh process that only loads executables has lowered nothing, so a
+    target that JAX or jaxlib registers or fills on first use may be unset there. jaxlib
+    registers its ``lapack_*`` targets when JAX is imported but fills them only when a
+    linalg op is lowered; :func:`_load` fills them first, so they are allowed (where the
+    private module exists). Everything else (the Python host callbacks of
+    :mod:`jaxcal._sort` at N >= 1024, ``jax.experimental.sparse``'s targets, registered
+    when that module is imported, a target a later jaxlib adds) is compiled again in each
+    process instead of stored. XLA's own runtime calls are not custom calls.
+    """
+    if _lapack is None:
+        return frozenset()
+    return frozenset(name for name in _lapack.registrations() if name.startswith("lapack_"))
+
+
+_TARGET = re.compile(r'custom_call_target="([^"]*)"')
+
+
+def custom_call_targets(compiled) -> frozenset[str] | None:
+    """Names of the custom calls in ``compiled``'s optimised HLO (None: no text to read)."""
     try:
-        from jax._src.lax.linalg import initialize_lapack  # private: imported where needed
-    except ImportError:
-        return
-    initialize_lapack()
+        text = compiled.as_text()
+    except Exception:  # a backend that keeps no HLO text: nothing can be checked
+        return None
+    return None if not isinstance(text, str) else frozenset(_TARGET.findall(text))
 
 
 def _load(path: Path) -> Any | None:
@@ -235,6 +272,9 @@ def _load(path: Path) -> Any | None:
 
 def _save(compiled, path: Path) -> None:
     """Write ``compiled`` to ``path`` atomically; never fails the report."""
+    targets = custom_call_targets(compiled)
+    if targets is None or not targets <= storable_targets():
+        return  # a loading process might call an unset target: compile it there instead
     tmp = None
     try:
         blob = pickle.dumps(serialize_executable.serialize(compiled))

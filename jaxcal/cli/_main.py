@@ -117,9 +117,10 @@ log10 of a p-value of 0). Binary ``accuracy`` predicts the positive class when p
 Compilation cache: almost all of a first run is compiling the report's kernels. The
 compiled executables are kept in ``kernels/`` of ``$JAXCAL_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/jaxcal``, else ``~/.cache/jaxcal``, and later runs load them without
-tracing or compiling. Entries are keyed by the program, the versions and the machine;
-deleting the folder is always safe. ``--no-cache`` or ``JAXCAL_NO_COMPILATION_CACHE=1``
-turn it off.
+tracing or compiling (not the streamed report's, nor a kernel with a host callback:
+in-memory inputs of 1024 rows or more compile the report in each run). Entries are keyed
+by the program, the versions and the machine; deleting the folder is always safe.
+``--no-cache``, ``JAXCAL_NO_COMPILATION_CACHE=1`` or ``JAXCAL_KERNEL_STORE=0`` turn it off.
 
 Errors in the input (missing keys, wrong shapes, pickles, non-numeric CSV cells, NaN,
 labels out of range, ...) and arguments out of range (``--bins`` in [1, 10**6],
