@@ -161,18 +161,34 @@ def quantile_edges(
     return jnp.concatenate([jnp.zeros(1, dtype), inner, jnp.ones(1, dtype)])
 
 
-def inner_positions(n: int, n_bins: int, closed: str) -> np.ndarray:
+def inner_positions(n, n_bins: int, closed: str):
     """Sorted positions of the M - 1 inner unweighted quantiles: exact integers.
 
     The first k with ``M (k + 1) >= b N`` (right-closed: ``ceil(b N / M) - 1``) or
-    ``M (k + 1) > b N`` (left-closed: ``floor(b N / M)``), b = 1..M-1, as int32.
+    ``M (k + 1) > b N`` (left-closed: ``floor(b N / M)``), b = 1..M-1, as int32, clipped
+    to ``[0, max(N - 1, 0)]``. ``n``: a Python int (host constants ``(M - 1,)``), or an
+    int32 array ``(G,)`` of segment sizes (traced; ``(G, M - 1)``). With ``N = q M + r``
+    the products stay below ``N + M^2``: ``b q + ceil(b r / M) - 1`` never overflows int32.
     """
-    b = np.arange(1, n_bins, dtype=np.int64)
-    pos = -(-b * n // n_bins) - 1 if closed == "right" else b * n // n_bins
-    return np.clip(pos, 0, max(n - 1, 0)).astype(np.int32)
+    xp = np if isinstance(n, int) else jnp
+    b = xp.arange(1, n_bins, dtype=np.int64 if xp is np else jnp.int32)
+    n = n if xp is np else n[:, None]
+    q, r = n // n_bins, n % n_bins
+    if closed == "right":
+        pos = b * q + (b * r + n_bins - 1) // n_bins - 1
+    else:
+        pos = b * q + b * r // n_bins
+    return xp.clip(pos, 0, xp.maximum(n - 1, 0)).astype(np.int32)
 
 
-def first_reaching(cum: jax.Array, b: jax.Array, n_bins, strict: bool) -> jax.Array:
+def first_reaching(
+    cum: jax.Array,
+    b: jax.Array,
+    n_bins,
+    strict: bool,
+    start: jax.Array | None = None,
+    stop: jax.Array | None = None,
+) -> jax.Array:
     """For each b, the first k with ``M cum_k >= b W`` (``>`` if strict), W = cum[-1].
 
     Decided exactly on the float ``cum`` (error-free products, after an exact
@@ -181,21 +197,29 @@ def first_reaching(cum: jax.Array, b: jax.Array, n_bins, strict: bool) -> jax.Ar
     of ceil(log2(N + 1)) steps. No such k: N - 1.
 
     Args:
-      cum: ``(N,)`` non-decreasing cumulative weights.
+      cum: ``(N,)`` non-decreasing cumulative weights (with ``start``/``stop``: each
+        segment's run ``cum[start:stop]`` non-decreasing, its cumulative sums alone).
       b: ``(B,)`` numerators (integers, in ``cum``'s dtype).
       n_bins: M, an integer (Python or 0-d array).
       strict: ``>`` instead of ``>=``.
+      start, stop: optional int32 bounds of each query's segment, broadcast against
+        ``b`` (e.g. ``(G, 1)``): k is searched in ``[start, stop)`` with W =
+        ``cum[stop - 1]``, and no such k gives ``stop - 1`` (``start - 1`` for an empty
+        segment, which the caller masks). Default: the whole of ``cum``.
     """
     n, dtype = cum.shape[0], cum.dtype
-    total = cum[-1]
+    start = jnp.zeros((), jnp.int32) if start is None else start
+    stop = jnp.full((), n, jnp.int32) if stop is None else stop
+    shape = jnp.broadcast_shapes(b.shape, start.shape, stop.shape)
+    total = cum[jnp.maximum(stop - 1, 0)]
     big, small = dtype.type(2.0**64), dtype.type(2.0**-64)
     scale = jnp.where(total > big, small, jnp.where(total < small, big, dtype.type(1)))
-    cum, total = cum * scale, total * scale
-    target, target_err = two_product(jnp.broadcast_to(total, b.shape), b)
+    total = total * scale
+    target, target_err = two_product(jnp.broadcast_to(total, shape), jnp.broadcast_to(b, shape))
     m = jnp.asarray(n_bins).astype(dtype)
 
     def reaches(k):
-        p, err = two_product(cum[k], jnp.broadcast_to(m, k.shape))
+        p, err = two_product(cum[k] * scale, jnp.broadcast_to(m, k.shape))
         ahead = (err > target_err) if strict else (err >= target_err)
         return (p > target) | ((p == target) & ahead)
 
@@ -206,10 +230,11 @@ def first_reaching(cum: jax.Array, b: jax.Array, n_bins, strict: bool) -> jax.Ar
         open_ = lo < hi
         return jnp.where(open_ & ~ok, mid + 1, lo), jnp.where(open_ & ok, mid, hi)
 
-    lo = jnp.zeros(b.shape, jnp.int32)
-    bounds = vary_like((lo, jnp.full_like(lo, n)), cum)  # typed like the data in shard_map
+    lo = jnp.broadcast_to(start, shape).astype(jnp.int32)
+    hi = jnp.broadcast_to(stop, shape).astype(jnp.int32)
+    bounds = vary_like((lo, hi), cum)  # typed like the data in shard_map
     lo, _ = jax.lax.fori_loop(0, max(1, n.bit_length()), halve, bounds)
-    return jnp.minimum(lo, n - 1)
+    return jnp.minimum(lo, stop - 1)
 
 
 def uniform_bin_index(scores: jax.Array, n_bins: int, closed: str = "right") -> jax.Array:
@@ -253,12 +278,25 @@ def uniform_bin_index(scores: jax.Array, n_bins: int, closed: str = "right") -> 
     return guess - down.astype(jnp.int32) + up.astype(jnp.int32)
 
 
-def edges_bin_index(scores: jax.Array, edges: jax.Array, closed: str = "right") -> jax.Array:
-    """Index of the bin of each score given explicit (e.g. quantile) ``edges`` ``(M + 1,)``."""
-    inner = edges[1:-1]
+def edges_bin_index(
+    scores: jax.Array, edges: jax.Array, closed: str = "right", ids: jax.Array | None = None
+) -> jax.Array:
+    """Index of the bin of each score given explicit (e.g. quantile) ``edges`` ``(M + 1,)``.
+
+    The number of inner edges below the score (``e < s`` right-closed, ``e <= s``
+    left-closed). With ``ids`` ``(N,)`` (int32 in ``[0, G)``), ``edges`` are ``(G, M + 1)``,
+    one row per segment, and each score is compared with its own segment's row (one
+    gather of N per inner edge, never an ``(N, M)`` copy).
+    """
     s = scores.astype(edges.dtype)
-    side = "left" if closed == "right" else "right"
-    return jnp.searchsorted(inner, s, side=side, method="compare_all").astype(jnp.int32)
+    if ids is None:
+        side = "left" if closed == "right" else "right"
+        return jnp.searchsorted(edges[1:-1], s, side=side, method="compare_all").astype(jnp.int32)
+    index = jnp.zeros(s.shape, jnp.int32)
+    for column in edges[:, 1:-1].T:
+        e = column[ids]
+        index = index + ((e < s) if closed == "right" else (e <= s)).astype(jnp.int32)
+    return index
 
 
 def bin_edges_and_index(

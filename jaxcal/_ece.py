@@ -131,7 +131,9 @@ def _ece_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias, g
         _, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
         value = gap_norm(stats, jnp.ones(1, stats.weight.dtype), norm, debias)
         return value, summary
-    stats = segment_bin_stats(scores, targets, weights, n_bins, closed, groups, n_groups)
+    _, stats = segment_bin_stats(
+        scores, targets, weights, n_bins, binning, closed, groups, n_groups
+    )
 
     def one_segment(segment: BinStats) -> jax.Array:  # (M,) fields: a group of one
         one = jax.tree_util.tree_map(lambda f: f[None], segment)
@@ -221,7 +223,7 @@ def ece(
     probs, labels, weights = check_probs_labels(
         probs, labels, weights, values=False, renormalize=renormalize
     )
-    groups, n_groups = check_binned_groups(groups, probs.shape[0], n_groups, binning)
+    groups, n_groups = check_binned_groups(groups, probs.shape[0], n_groups)
     static = (n_bins, binning, norm, closed, debias, groups, n_groups)
     return run_validated(_ece_kernel, probs, labels, weights, *static)
 

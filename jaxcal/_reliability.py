@@ -14,7 +14,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from jaxcal._binning import BinStats, check_binning, uniform_edges
+from jaxcal._binning import BinStats, check_binning
 from jaxcal._checks import check_probs_labels
 from jaxcal._confidence import scores_and_targets
 from jaxcal._ece import binned_stats
@@ -56,8 +56,8 @@ def _reliability_kernel(probs, labels, weights, n_bins, binning, closed, groups,
         edges, stats = binned_stats(scores, targets, scaled, n_bins, binning, closed)
         stats = BinStats(*(f[0] for f in stats))
     else:
-        edges = uniform_edges(n_bins, scores.dtype)
-        stats = segment_bin_stats(scores, targets, scaled, n_bins, closed, groups, n_groups)
+        args = (n_bins, binning, closed, groups, n_groups)
+        edges, stats = segment_bin_stats(scores, targets, scaled, *args)
     weight = jnp.ldexp(stats.weight, scale)
     curve = ReliabilityCurve(
         edges=edges,
@@ -114,6 +114,6 @@ def reliability_curve(
     probs, labels, weights = check_probs_labels(
         probs, labels, weights, values=False, renormalize=renormalize
     )
-    groups, n_groups = check_binned_groups(groups, probs.shape[0], n_groups, binning)
+    groups, n_groups = check_binned_groups(groups, probs.shape[0], n_groups)
     static = (n_bins, binning, closed, groups, n_groups)
     return run_validated(_reliability_kernel, probs, labels, weights, *static)

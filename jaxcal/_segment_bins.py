@@ -34,25 +34,26 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxcal._binning import BinStats, bin_sums, uniform_anchors, uniform_bin_index
-from jaxcal._numerics import blocked_segment_sum, rows_per_block, tree_sum
-from jaxcal._segment_paths import check_groups
+from jaxcal._binning import (
+    BinStats,
+    bin_anchors,
+    bin_sums,
+    edges_bin_index,
+    first_reaching,
+    inner_positions,
+    uniform_anchors,
+    uniform_bin_index,
+    uniform_edges,
+)
+from jaxcal._numerics import blocked_segment_sum, compute_dtype, rows_per_block, tree_sum
+from jaxcal._segment_paths import check_groups, segmented_cumsum
+from jaxcal._sort import argsort, float_from_bits, monotone_bits, segment_argsort, segment_sort
 
 
-def check_binned_groups(groups: Any, n: int, n_groups: int | None, binning: str = "uniform"):
-    """:func:`~jaxcal._segment_paths.check_groups` for the binned metrics: uniform bins only.
-
-    Quantile edges within each segment would need each segment's own order statistics;
-    the segments share the uniform edges instead, so bins mean the same in every segment.
-    """
+def check_binned_groups(groups: Any, n: int, n_groups: int | None):
+    """:func:`~jaxcal._segment_paths.check_groups` for the binned metrics and the scores."""
     if groups is None:  # n_groups alone is ignored, as by the tests' ``groups=``
         return None, None
-    if binning != "uniform":
-        raise ValueError(
-            f'`groups` requires `binning="uniform"` (the bins shared by every segment); got '
-            f'binning={binning!r}. Pass binning="uniform", or call without `groups` on '
-            "each segment's rows for quantile bins of its own."
-        )
     return check_groups(groups, n, n_groups)
 
 
@@ -82,26 +83,109 @@ def masked_sums(masks: jax.Array, features: jax.Array) -> jax.Array:
     return tree_sum(partial)
 
 
+def segment_quantile_edges(
+    scores: jax.Array,
+    ids: jax.Array,
+    n_groups: int,
+    n_bins: int,
+    closed: str = "right",
+    weights: jax.Array | None = None,
+) -> jax.Array:
+    """:func:`jaxcal._binning.quantile_edges` of each disjoint segment, in one sort.
+
+    Row g holds the edges that ``quantile_edges(scores[ids == g], n_bins, closed,
+    weights[ids == g])`` gives, by the same rule: unweighted, the same sorted positions
+    (:func:`~jaxcal._binning.inner_positions` of each segment's size) of the same sorted
+    values, bit for bit; weighted, the same order (score, then weight) and the same exact
+    decision (:func:`~jaxcal._binning.first_reaching` within each segment's run), on
+    cumulative sums that restart at each segment (a scan whose rounding may differ from
+    ``jnp.cumsum`` of the segment alone; with weights whose sums are exact, e.g. integers,
+    the edges are the same bit for bit). One :func:`~jaxcal._sort.segment_sort` for all
+    segments (weighted: one argsort by weight, then one
+    :func:`~jaxcal._sort.segment_argsort`, as the two argsorts of the ungrouped edges).
+
+    Args:
+      scores: ``(N,)`` values in [0, 1].
+      ids: ``(N,)`` int32 in ``[0, n_groups)``.
+      n_groups: G, static.
+      n_bins: M.
+      closed: ``"right"`` or ``"left"``.
+      weights: optional ``(N,)`` non-negative weights.
+
+    Returns:
+      ``(G, M + 1)`` edges in the scores' compute dtype; an empty segment's row is
+      ``(0, 0, ..., 0, 1)``.
+    """
+    dtype = compute_dtype(scores.dtype)
+    s = scores.astype(dtype)
+    sizes = jnp.bincount(ids, length=n_groups).astype(jnp.int32)
+    starts = (jnp.cumsum(sizes) - sizes)[:, None]
+    if weights is None:
+        ranked = float_from_bits(segment_sort(ids, monotone_bits(s))[1], dtype)
+        inner = ranked[starts + inner_positions(sizes, n_bins, closed)]
+    else:
+        w = weights.astype(dtype)
+        by_weight = argsort(w)
+        order = by_weight[segment_argsort(ids[by_weight], s[by_weight])]
+        ranked_ids = ids[order]
+        first = jnp.concatenate([jnp.ones(1, bool), ranked_ids[1:] != ranked_ids[:-1]])
+        cum = segmented_cumsum(w[order], first)
+        b = jnp.arange(1, n_bins, dtype=dtype)
+        strict = closed == "left"
+        inner = s[order[first_reaching(cum, b, n_bins, strict, starts, starts + sizes[:, None])]]
+    inner = jnp.where(sizes[:, None] > 0, inner, 0)
+    column = jnp.ones((n_groups, 1), dtype)
+    return jnp.concatenate([0 * column, inner, column], axis=1)
+
+
+def _disjoint_bin_stats(scores, targets, weights, n_bins, binning, closed, ids, n_groups):
+    """Edges and ``(G, M)`` sums of disjoint segments; ``ids`` in ``[0, G]``, G dropped."""
+    num = (n_groups + 1) * n_bins  # the extra segment holds the rows of no segment
+    if binning == "uniform":
+        edges = uniform_edges(n_bins, scores.dtype)
+        bins, anchor = uniform_bin_index(scores, n_bins, closed), uniform_anchors(n_bins)
+    else:
+        all_edges = segment_quantile_edges(scores, ids, n_groups + 1, n_bins, closed, weights)
+        bins = edges_bin_index(scores, all_edges, closed, ids)
+        anchor = jax.vmap(bin_anchors)(all_edges).reshape(-1)
+        edges = all_edges[:n_groups]
+    segments = ids * n_bins + bins
+    sums = bin_sums(segments, scores, targets, num, weights, anchor, block=rows_per_block(num))
+    return edges, BinStats(*(f[: n_groups * n_bins].reshape(n_groups, n_bins) for f in sums))
+
+
 def segment_bin_stats(
     scores: jax.Array,
     targets: jax.Array,
     weights: jax.Array | None,
     n_bins: int,
+    binning: str,
     closed: str,
     groups: jax.Array,
     n_groups: int | None,
-) -> BinStats:
-    """Per-(segment, uniform bin) sums, fields ``(G, M)``.
+) -> tuple[jax.Array, BinStats]:
+    """Edges and per-(segment, bin) sums, fields ``(G, M)``.
 
     ``groups``: int ids ``(N,)`` with ``n_groups``, or bool ``(N, G)`` membership.
+    Uniform bins: the shared ``(M + 1,)`` edges. Quantile bins: each segment's own,
+    ``(G, M + 1)`` (:func:`segment_quantile_edges`); overlapping segments take one
+    disjoint pass per column (its rows against the rest) in a ``lax.map``: G sorts.
     """
+    if groups.ndim == 1:
+        ids = segment_ids(groups, n_groups)
+        return _disjoint_bin_stats(scores, targets, weights, n_bins, binning, closed, ids, n_groups)
+    if binning != "uniform":
+
+        def one_column(member: jax.Array) -> tuple[jax.Array, BinStats]:
+            ids = jnp.where(member, 0, 1).astype(jnp.int32)
+            edges, sums = _disjoint_bin_stats(
+                scores, targets, weights, n_bins, binning, closed, ids, 1
+            )
+            return edges[0], BinStats(*(f[0] for f in sums))
+
+        return lax.map(one_column, groups.T)
     bins = uniform_bin_index(scores, n_bins, closed)
     anchor = uniform_anchors(n_bins)
-    if groups.ndim == 1:
-        num = (n_groups + 1) * n_bins  # the extra segment holds the invalid ids
-        ids = segment_ids(groups, n_groups) * n_bins + bins
-        sums = bin_sums(ids, scores, targets, num, weights, anchor, block=rows_per_block(num))
-        return BinStats(*(f[: n_groups * n_bins].reshape(n_groups, n_bins) for f in sums))
 
     def one_segment(member: jax.Array) -> BinStats:
         # Rows outside the segment go to an extra bin, dropped: the unweighted sums keep
@@ -111,7 +195,7 @@ def segment_bin_stats(
         )
         return BinStats(*(f[:n_bins] for f in sums))
 
-    return lax.map(one_segment, groups.T)
+    return uniform_edges(n_bins, scores.dtype), lax.map(one_segment, groups.T)
 
 
 def segment_means(values: jax.Array, weights: jax.Array | None, groups, n_groups) -> jax.Array:

@@ -225,7 +225,7 @@ def packed_extremes(s, y, w, words, num: int, extra: jax.Array | None = None):
     return ext, (None if extra is None else sums[2:])
 
 
-def _segmented_cumsum(values: jax.Array, starts: jax.Array) -> jax.Array:
+def segmented_cumsum(values: jax.Array, starts: jax.Array) -> jax.Array:
     """Cumulative sums that restart at every ``starts`` (no cancellation across segments)."""
 
     def combine(a, b):
@@ -281,7 +281,7 @@ def disjoint_extremes(
     first = jnp.ones(1, bool)
     starts = jnp.concatenate([first, ids_s[1:] != ids_s[:-1]])
     is_end = jnp.concatenate([(ids_s[1:] != ids_s[:-1]) | (bits_s[1:] != bits_s[:-1]), first])
-    path = _segmented_cumsum(d_s, starts)
+    path = segmented_cumsum(d_s, starts)
     at_ends = jnp.where(is_end, path, jnp.zeros_like(path))
     # Out-of-range ids (sorted last, id n_groups) fall outside the n_groups segments.
     top = jax.ops.segment_max(at_ends, ids_s, n_groups, indices_are_sorted=True)

@@ -107,7 +107,7 @@ def monotone_bits(keys: jax.Array) -> jax.Array:
     return jnp.where(bits >= top, ~bits, bits | top)
 
 
-def _float_from_bits(bits: jax.Array, dtype) -> jax.Array:
+def float_from_bits(bits: jax.Array, dtype) -> jax.Array:
     """Inverse of :func:`monotone_bits` for float keys (canonical zeros and NaNs)."""
     top = _sign_bit(bits.dtype)
     return lax.bitcast_convert_type(jnp.where(bits >= top, bits ^ top, ~bits), dtype)
@@ -335,7 +335,7 @@ def _sort_bits(bits: jax.Array) -> jax.Array:
 
 @jax.custom_jvp
 def _sort_floats(keys: jax.Array) -> jax.Array:
-    return _float_from_bits(_sort_bits(monotone_bits(keys)), keys.dtype)
+    return float_from_bits(_sort_bits(monotone_bits(keys)), keys.dtype)
 
 
 @_sort_floats.defjvp
@@ -345,7 +345,7 @@ def _sort_floats_jvp(primals, tangents):
     (keys,), (dkeys,) = primals, tangents
     order = argsort(keys)
     ranked = jnp.take_along_axis(keys, order, axis=-1)
-    return _float_from_bits(monotone_bits(ranked), keys.dtype), jnp.take_along_axis(
+    return float_from_bits(monotone_bits(ranked), keys.dtype), jnp.take_along_axis(
         dkeys, order, axis=-1
     )
 
