@@ -171,7 +171,11 @@ def inner_positions(n, n_bins: int, closed: str):
     the products stay below ``N + M^2``: ``b q + ceil(b r / M) - 1`` never overflows int32.
     """
     xp = np if isinstance(n, int) else jnp
-    b = xp.arange(1, n_bins, dtype=np.int64 if xp is np else jnp.int32)
+    b = (
+        np.arange(1, n_bins, dtype=np.int64)
+        if xp is np
+        else jnp.arange(1, n_bins, dtype=n.dtype)[None, :]
+    )
     n = n if xp is np else n[:, None]
     q, r = n // n_bins, n % n_bins
     if closed == "right":

@@ -190,8 +190,11 @@ def ece(
       groups: optional segments, one ECE per segment in one call: integer ids ``(N,)``
         in ``[0, n_groups)`` (disjoint segments), or a boolean membership matrix
         ``(N, G)`` (overlapping segments). Segment g's ECE is the ECE of its rows alone
-        (with their weights), on the uniform bins shared by every segment; quantile
-        binning is refused (see :mod:`jaxcal._segment_bins` for the cost and memory).
+        (with their weights): with ``binning="uniform"`` on the bins shared by every
+        segment; with ``binning="quantile"`` on the (weighted) quantiles of the
+        segment's own scores, the edges ``ece(probs[m], labels[m], weights=w[m],
+        binning="quantile")`` uses (see :mod:`jaxcal._segment_bins` for the cost and
+        memory: one sort for disjoint ids, one per column of a membership matrix).
       n_groups: the number of segments G, static; required with integer ``groups``.
 
     Returns:
@@ -211,6 +214,11 @@ def ece(
       ...         groups=jnp.array([0, 1, 0, 1]), n_groups=2)
       >>> [round(v, 4) for v in e.tolist()]
       [0.15, 0.35]
+      >>> # each segment's own median: {0.1, 0.3 | 0.8} -> 0.2, {0.4, 0.6 | 0.9} -> 0.3667
+      >>> e = ece(jnp.array([0.1, 0.4, 0.8, 0.9, 0.3, 0.6]), jnp.array([0, 1, 1, 1, 0, 1]),
+      ...         n_bins=2, binning="quantile", groups=jnp.array([0, 1, 0, 1, 0, 1]), n_groups=2)
+      >>> [round(v, 4) for v in e.tolist()]
+      [0.2, 0.3667]
 
     References:
       Naeini, Cooper & Hauskrecht (2015); Guo et al. (2017); Kumar, Liang & Ma (2019),

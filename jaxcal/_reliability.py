@@ -28,7 +28,8 @@ class ReliabilityCurve:
     """Per-bin data of a reliability diagram (all arrays of shape ``(M,)`` but ``edges``).
 
     With ``groups=`` (:func:`reliability_curve`) every per-bin field has a leading segment
-    axis, ``(G, M)``; ``edges`` stay ``(M + 1,)``, shared by the segments.
+    axis, ``(G, M)``; ``edges`` stay ``(M + 1,)``, shared by the segments, with uniform
+    bins, and are ``(G, M + 1)``, each segment's own, with quantile bins.
 
     Attributes:
       edges: ``(M + 1,)`` bin edges.
@@ -93,8 +94,11 @@ def reliability_curve(
     ``groups`` (integer ids ``(N,)`` in ``[0, n_groups)`` with a static ``n_groups``, or a
     boolean membership matrix ``(N, G)``): one curve per segment, from its rows alone, in
     one call; ``counts``, ``weights``, ``mean_confidence`` and ``mean_accuracy`` are then
-    ``(G, M)``, the ``(M + 1,)`` uniform edges shared (``binning="quantile"`` is refused,
-    as by :func:`ece`). An empty segment has counts 0 and means 0.
+    ``(G, M)``. Uniform bins share the ``(M + 1,)`` edges; quantile bins give each segment
+    the edges of its own rows (weighted quantiles with ``weights``), ``edges`` ``(G, M +
+    1)``, row g equal to ``reliability_curve(probs[m], labels[m], weights=w[m],
+    binning="quantile").edges`` for m the segment's rows. An empty segment has counts 0
+    and means 0 (quantile edges ``(0, 0, ..., 0, 1)``).
 
     Example:
       >>> import jax.numpy as jnp
@@ -105,6 +109,11 @@ def reliability_curve(
       ...                       n_bins=2, groups=jnp.array([0, 1, 0, 1]), n_groups=2)
       >>> g.counts.tolist(), g.mean_accuracy.tolist()
       ([[1, 1], [1, 1]], [[0.0, 1.0], [1.0, 1.0]])
+      >>> q = reliability_curve(jnp.array([0.1, 0.4, 0.8, 0.9, 0.3, 0.6]),
+      ...                       jnp.array([0, 1, 1, 1, 0, 1]), n_bins=2, binning="quantile",
+      ...                       groups=jnp.array([0, 1, 0, 1, 0, 1]), n_groups=2)
+      >>> [[round(e, 2) for e in row] for row in q.edges.tolist()], q.counts.tolist()
+      ([[0.0, 0.3, 1.0], [0.0, 0.6, 1.0]], [[2, 1], [2, 1]])
 
     References:
       DeGroot & Fienberg (1983); Niculescu-Mizil & Caruana (2005); scikit-learn's

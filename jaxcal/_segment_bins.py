@@ -5,10 +5,12 @@ The ``groups=`` form of :func:`jaxcal.ece`, :func:`jaxcal.reliability_curve`,
 :mod:`jaxcal._segment_paths`, whose :func:`~jaxcal._segment_paths.check_groups` validates
 ``groups`` for both):
 
-* **Disjoint segments** (integer ids ``(N,)``, static ``n_groups`` = G): no sort and no
-  loop over segments. The binned sums are ONE call of :func:`jaxcal._binning.bin_sums`
-  with segment id ``group * M + bin`` (per-bin sums are the same kernel as without
-  groups); the per-sample sums one :func:`jaxcal._numerics.blocked_segment_sum`. Ids
+* **Disjoint segments** (integer ids ``(N,)``, static ``n_groups`` = G): no loop over
+  segments. The binned sums are ONE call of :func:`jaxcal._binning.bin_sums` with
+  segment id ``group * M + bin`` (per-bin sums are the same kernel as without groups);
+  the per-sample sums one :func:`jaxcal._numerics.blocked_segment_sum`. Uniform bins need
+  no sort; quantile bins (each segment's own, :func:`segment_quantile_edges`) one sort
+  by (segment, score) for all segments, and M - 1 gathers of N to bin the rows. Ids
   outside ``[0, G)`` (possible only under ``jit``, where they are not checked) go to one
   extra segment that is dropped: they belong to no segment.
 * **Overlapping segments** (a boolean membership matrix ``(N, G)``). Binned sums: one
@@ -16,7 +18,8 @@ The ``groups=`` form of :func:`jaxcal.ece`, :func:`jaxcal.reliability_curve`,
   the rows outside the segment sent to an extra bin that is dropped: time G times one
   ungrouped pass, memory ``O(N)`` at a time beside the ``(G, N)`` bool transpose (N G
   bytes, the input's size). (A matrix product ``masks^T F`` of the one-hot bins costs
-  ``N G 3M`` multiply-adds, 6x slower at M = 15.) Per-sample means: the matrix product
+  ``N G 3M`` multiply-adds, 6x slower at M = 15.) Quantile bins: each column is the
+  disjoint case with two segments (its rows, the rest), G sorts. Per-sample means: the matrix product
   ``masks^T [w x, w]`` (C = 2 columns), block of rows by block of rows
   (:func:`masked_sums`): memory ``O(B G)`` per block plus ``(N / B, G, 2)`` partial sums,
   B = :func:`jaxcal._numerics.rows_per_block` of ``2 G``, added by a radix tree; never an
