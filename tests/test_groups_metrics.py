@@ -267,9 +267,7 @@ def test_bad_groups_raise_before_compilation(fn, groups, n_groups, match, monkey
     assert not called
 
 
-def test_missing_n_groups_under_jit_and_quantile_refused():
+def test_missing_n_groups_under_jit():
+    # (Quantile bins with groups, once refused here, are tests/test_segment_quantile.py's.)
     with pytest.raises(ValueError, match=r"`n_groups`.*required"):
         jax.jit(lambda p, g: jaxcal.brier_score(p, Y, groups=g))(P, IDS)
-    for fn in (jaxcal.ece, jaxcal.reliability_curve):
-        with pytest.raises(ValueError, match=r'`groups` requires `binning="uniform"`.*quantile'):
-            fn(P, Y, binning="quantile", groups=IDS, n_groups=G)
