@@ -124,7 +124,9 @@ def quantile_edges(
     ``floor(b N / M)`` are integers known from the shape; weighted, the float cumulative
     sums are compared by error-free products (:func:`jaxcal._numerics.two_product`), so
     integer weights (exact sums) give exactly equal masses. N = 1000 distinct scores into
-    M = 10 bins give ten bins of 100, in every dtype and for every M dividing N.
+    M = 10 bins give ten bins of 100, in every dtype and for every M dividing N. The edges
+    of many disjoint segments at once, by the same rules (:func:`inner_positions`,
+    :func:`first_reaching`) in one sort: :func:`jaxcal._segment_bins.segment_quantile_edges`.
 
     Args:
       scores: ``(N,)`` values in [0, 1].
