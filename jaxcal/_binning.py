@@ -298,11 +298,9 @@ def edges_bin_index(
     if ids is None:
         side = "left" if closed == "right" else "right"
         return jnp.searchsorted(edges[1:-1], s, side=side, method="compare_all").astype(jnp.int32)
-    index = jnp.zeros(s.shape, jnp.int32)
-    for column in edges[:, 1:-1].T:
-        e = column[ids]
-        index = index + ((e < s) if closed == "right" else (e <= s)).astype(jnp.int32)
-    return index
+    inner, s = edges[ids, 1:-1], s[:, None]
+    below = (inner < s) if closed == "right" else (inner <= s)
+    return jnp.sum(below, axis=1, dtype=jnp.int32)
 
 
 def bin_edges_and_index(

@@ -149,6 +149,9 @@ def _disjoint_bin_stats(scores, targets, weights, n_bins, binning, closed, ids, 
         bins, anchor = uniform_bin_index(scores, n_bins, closed), uniform_anchors(n_bins)
     else:
         all_edges = segment_quantile_edges(scores, ids, n_groups + 1, n_bins, closed, weights)
+        # The (G + 1, M + 1) table first: XLA:CPU otherwise fuses its gathers from the
+        # sorted scores into each row's lookup of its edges, 3x the whole call at 1e6.
+        all_edges = lax.optimization_barrier(all_edges)
         bins = edges_bin_index(scores, all_edges, closed, ids)
         anchor = jax.vmap(bin_anchors)(all_edges).reshape(-1)
         edges = all_edges[:n_groups]
