@@ -86,6 +86,14 @@ def masked_sums(masks: jax.Array, features: jax.Array) -> jax.Array:
     return tree_sum(partial)
 
 
+def _runs(ranked_ids: jax.Array, n_groups: int) -> tuple[jax.Array, jax.Array]:
+    """Start and stop ``(G, 1)`` of each segment's run in the sorted ``ranked_ids``: G
+    binary searches, no pass over the N rows."""
+    segments = jnp.arange(n_groups, dtype=ranked_ids.dtype)
+    bounds = [jnp.searchsorted(ranked_ids, segments, side=side) for side in ("left", "right")]
+    return tuple(b.astype(jnp.int32)[:, None] for b in bounds)
+
+
 def segment_quantile_edges(
     scores: jax.Array,
     ids: jax.Array,
@@ -121,22 +129,23 @@ def segment_quantile_edges(
     """
     dtype = compute_dtype(scores.dtype)
     s = scores.astype(dtype)
-    sizes = jnp.bincount(ids, length=n_groups).astype(jnp.int32)
-    starts = (jnp.cumsum(sizes) - sizes)[:, None]
     if weights is None:
-        ranked = float_from_bits(segment_sort(ids, monotone_bits(s))[1], dtype)
-        inner = ranked[starts + inner_positions(sizes, n_bins, closed)]
+        ranked_ids, bits = segment_sort(ids, monotone_bits(s))
+        starts, stops = _runs(ranked_ids, n_groups)
+        ranked = float_from_bits(bits, dtype)
+        inner = ranked[starts + inner_positions((stops - starts)[:, 0], n_bins, closed)]
     else:
         w = weights.astype(dtype)
         by_weight = argsort(w)
         order = by_weight[segment_argsort(ids[by_weight], s[by_weight])]
         ranked_ids = ids[order]
+        starts, stops = _runs(ranked_ids, n_groups)
         first = jnp.concatenate([jnp.ones(1, bool), ranked_ids[1:] != ranked_ids[:-1]])
         cum = segmented_cumsum(w[order], first)
         b = jnp.arange(1, n_bins, dtype=dtype)
-        strict = closed == "left"
-        inner = s[order[first_reaching(cum, b, n_bins, strict, starts, starts + sizes[:, None])]]
-    inner = jnp.where(sizes[:, None] > 0, inner, 0)
+        inner = s[order[first_reaching(cum, b, n_bins, closed == "left", starts, stops)]]
+    sizes = stops - starts
+    inner = jnp.where(sizes > 0, inner, 0)
     column = jnp.ones((n_groups, 1), dtype)
     return jnp.concatenate([0 * column, inner, column], axis=1)
 
