@@ -291,8 +291,9 @@ def edges_bin_index(
 
     The number of inner edges below the score (``e < s`` right-closed, ``e <= s``
     left-closed). With ``ids`` ``(N,)`` (int32 in ``[0, G)``), ``edges`` are ``(G, M + 1)``,
-    one row per segment, and each score is compared with its own segment's row (one
-    gather of N per inner edge, never an ``(N, M)`` copy).
+    one row per segment, and each score is compared with its own segment's row: one
+    gather of the row, counted in the same loop (XLA fuses them; separate gathers per
+    edge were materialised, 14 arrays of N at M = 15).
     """
     s = scores.astype(edges.dtype)
     if ids is None:

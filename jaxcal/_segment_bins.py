@@ -10,7 +10,9 @@ The ``groups=`` form of :func:`jaxcal.ece`, :func:`jaxcal.reliability_curve`,
   segment id ``group * M + bin`` (per-bin sums are the same kernel as without groups);
   the per-sample sums one :func:`jaxcal._numerics.blocked_segment_sum`. Uniform bins need
   no sort; quantile bins (each segment's own, :func:`segment_quantile_edges`) one sort
-  by (segment, score) for all segments, and M - 1 gathers of N to bin the rows. Ids
+  by (segment, score) for all segments (the segments' runs found by G binary searches
+  in the sorted ids), then each row compared with its segment's row of edges (at 1e6
+  rows and 100 segments, 31 ms against 35 ms for the ungrouped quantile ECE). Ids
   outside ``[0, G)`` (possible only under ``jit``, where they are not checked) go to one
   extra segment that is dropped: they belong to no segment.
 * **Overlapping segments** (a boolean membership matrix ``(N, G)``). Binned sums: one
