@@ -206,3 +206,15 @@ def test_disjoint_segments_take_the_sorts_of_one_ungrouped_call(weighted):
             return jaxcal.ece(p, y, binning="quantile", weights=w, groups=ids, n_groups=n_groups)
 
         assert sorts(grouped) == plain
+
+
+def test_grad_is_the_sum_of_the_segments_gradients():
+    p, y, w = jnp.asarray(P), jnp.asarray(Y), jnp.asarray(WEIGHTS["int"])
+    kw = dict(n_bins=M, binning="quantile")
+    grad = jax.grad(lambda p: jaxcal.ece(p, y, weights=w, groups=IDS, n_groups=G, **kw).sum())(p)
+    want = jnp.zeros_like(p)
+    for m in _members(IDS).T:
+        if m.any():
+            want = want + jax.grad(lambda p, m=m: jaxcal.ece(p[m], y[m], weights=w[m], **kw))(p)
+    assert bool(jnp.all(jnp.isfinite(grad)))
+    assert_close(grad, want)
