@@ -895,6 +895,9 @@ RESULT_TYPES = {
         "parquet_state, dask_state, array_state (host I/O, no public call in JAX)"
     ),
     coverage.SizeStratifiedCoverage: "regression_ssc, classification_ssc",
+    streaming.SummaryReplicates: (
+        "array_state, parquet_state with replicates='summary' (host I/O, no public call in JAX)"
+    ),
 }
 
 #: Public names with no array computation to transform, and why.
