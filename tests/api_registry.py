@@ -572,8 +572,6 @@ CALIBRATOR_HELPERS = [
         _minimize,
         lambda d, dtype: (_as(d.x[:2], dtype),),
         (PYTREE,),
-        # meant to run inside a jitted fit: eagerly, its loop's closures are new each call
-        skip={"eager_compiles": "minimize builds its while_loop's functions per call"},
     ),
     Entry(
         "to_probs",
