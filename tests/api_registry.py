@@ -572,8 +572,6 @@ CALIBRATOR_HELPERS = [
         _minimize,
         lambda d, dtype: (_as(d.x[:2], dtype),),
         (PYTREE,),
-        # meant to run inside a jitted fit: eagerly, its loop's closures are new each call
-        skip={"eager_compiles": "minimize builds its while_loop's functions per call"},
     ),
     Entry(
         "to_probs",
@@ -895,6 +893,9 @@ RESULT_TYPES = {
         "parquet_state, dask_state, array_state (host I/O, no public call in JAX)"
     ),
     coverage.SizeStratifiedCoverage: "regression_ssc, classification_ssc",
+    streaming.SummaryReplicates: (
+        "array_state, parquet_state with replicates='summary' (host I/O, no public call in JAX)"
+    ),
 }
 
 #: Public names with no array computation to transform, and why.

@@ -124,3 +124,17 @@ def test_update_consumes_its_input():
         summary_update(
             new, np.stack([1 - probs, probs], 1), labels, np.arange(len(labels)), key=KEY
         )
+
+
+def test_public_intervals_of_summary_replicates_equal_whole_states():
+    """streaming.array_state(replicates="summary"): poisson_interval of its states."""
+    probs, labels, weights = _data(binary=False)
+    options = dict(n_bins=M, resolution=R, n_replicates=B, key=KEY, batch_rows=64)
+    whole = streaming.array_state(probs, labels, weights=weights, **options)
+    summary = streaming.array_state(probs, labels, weights=weights, replicates="summary", **options)
+    assert isinstance(summary.replicates, streaming.SummaryReplicates)
+    expected = streaming.poisson_interval(whole.replicates)
+    got = streaming.poisson_interval(summary.replicates.states)
+    assert set(got) == set(expected)
+    for name in expected:  # sums at M bins instead of re-binned from R: float32 round-off
+        assert_close(got[name], expected[name], atol=1e-6, err_msg=name)

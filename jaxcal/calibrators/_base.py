@@ -11,6 +11,7 @@ log-likelihood with :func:`minimize`, which runs the whole optimiser loop inside
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -18,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxcal._checks import check_positive_int
+from jaxcal._checks import check_positive_int, is_tracing
 from jaxcal._numerics import safe_divide, scale_free, vary_like
 from jaxcal.calibrators._inputs import (
     check_binary_inputs,
@@ -217,7 +218,9 @@ def minimize(
     ``2 eps max(|f|, 1)`` each (after scipy L-BFGS-B's); a non-finite value ends that loop,
     keeps the last finite iterate and reports ``converged=False``. optax's line searches
     refuse ``shard_map`` with ``check_vma=True`` (a ValueError says so).
-    ``max_iter`` iterations at most in both cases.
+    ``max_iter`` iterations at most in both cases. Called outside any transformation, the
+    loop runs as one jitted program kept for the next call with the same ``fun`` object,
+    optimiser and options (32 at most): that call compiles nothing.
 
     Args:
       fun: scalar objective of a pytree of parameters (closing over the data).
@@ -241,8 +244,26 @@ def minimize(
       Hager & Zhang (2005), SIAM J. Optim. 16(1) (approximate Wolfe conditions);
       Byrd, Lu, Nocedal & Zhu (1995) for the L-BFGS-B stopping rules.
     """
+    max_iter = check_solver_options(optimizer, max_iter, tol)
     if tol is None:
         tol = 1e-10 if jnp.result_type(*jax.tree.leaves(init)) == jnp.float64 else 1e-6
+    if not is_tracing():
+        try:
+            return _compiled_minimize(fun, optimizer, max_iter, float(tol))(init)
+        except TypeError as err:  # an unhashable `fun` or optimizer: traced for this call
+            if "unhashable" not in str(err):
+                raise
+    return _minimize(fun, init, optimizer, max_iter, tol)
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled_minimize(fun, optimizer, max_iter, tol):
+    """:func:`minimize` of ``fun`` as one jitted program, kept for the next eager call."""
+    return jax.jit(lambda init: _minimize(fun, init, optimizer, max_iter, tol))
+
+
+def _minimize(fun, init, optimizer, max_iter, tol):
+    """:func:`minimize` with its options checked and ``tol`` resolved."""
     if optimizer is None:
         res = lbfgs(fun, init, max_iter=max_iter, tol=tol)
         return res.params, FitInfo(res.value, res.grad_norm, res.n_iter, res.converged)

@@ -185,7 +185,7 @@ def _nll_derivatives_batched(axis_size, in_batched, beta, z, zy, wn):
     return (out[:, 0], out[:, 1], out[:, 2]), (True, True, True)
 
 
-def _temperature_newton(z, labels, weights, bounds, max_iter, tol):
+def temperature_newton(z, labels, weights, bounds, max_iter, tol):
     """Safeguarded Newton on the inverse temperature beta = 1/T in [1/T_max, 1/T_min]."""
     dtype = z.dtype
     zy = jnp.take_along_axis(z, labels[:, None], axis=1)[:, 0]
@@ -339,7 +339,7 @@ def temperature_scaling(
     def solve(data):
         z, labels, weights = features(data[0]), data[1], data[2]
         if optimizer is None:
-            return _temperature_newton(z, labels, weights, bounds, max_iter, tol)
+            return temperature_newton(z, labels, weights, bounds, max_iter, tol)
         return _temperature_optax(z, labels, weights, optimizer, max_iter, tol)
 
     def objective(theta, info, data):

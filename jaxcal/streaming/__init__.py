@@ -97,6 +97,7 @@ from jaxcal.streaming._state import (
     init,
     update,
 )
+from jaxcal.streaming._summary import SummaryReplicates
 from jaxcal.streaming._views import EqualMassECE, equal_mass_ece, rebin, reliability_curve
 
 __all__ = [
@@ -105,6 +106,7 @@ __all__ = [
     "CalibrationState",
     "EqualMassECE",
     "ParquetStates",
+    "SummaryReplicates",
     "array_state",
     "clu_metric",
     "compute",

@@ -49,7 +49,7 @@ class ParquetStates(NamedTuple):
     Attributes:
       state: the :class:`CalibrationState` of every row read.
       replicates: the Poisson-bootstrap replicate states (leading axis B), a
-        :class:`~jaxcal.streaming._summary.SummaryReplicates` with
+        :class:`SummaryReplicates` with
         ``replicates="summary"``, or None.
       rows: the number of rows read (int).
     """
@@ -188,8 +188,9 @@ def array_state(
       replicates: ``"states"`` (default): each replicate a whole state at ``resolution``
         (:func:`poisson_init`); ``"summary"``: only its state at ``n_bins`` and the
         buckets of :func:`jaxcal.ece`'s view
-        (:class:`~jaxcal.streaming._summary.SummaryReplicates`, what ``jaxcal report``'s
-        intervals need: B x 127 KB instead of B x 3.3 MB at K = 10, R = 4110).
+        (:class:`SummaryReplicates`, what ``jaxcal report``'s intervals need: B x 127 KB
+        instead of B x 3.3 MB at K = 10, R = 4110; ``poisson_interval(out.replicates.
+        states)`` gives the intervals of every :func:`compute` metric).
 
     Returns:
       :class:`ParquetStates` ``(state, replicates, rows)``; ``rows`` is N.

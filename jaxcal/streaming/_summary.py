@@ -45,6 +45,13 @@ from jaxcal.streaming._state import CalibrationState, add_batch, mask_padding
 class SummaryReplicates:
     """B Poisson-bootstrap replicates kept as the sums their intervals need (a pytree).
 
+    What :func:`array_state` and :func:`parquet_state` return as ``replicates`` with
+    ``replicates="summary"``. ``states`` is an ordinary replicate batch at M bins, so
+    :func:`poisson_compute` and :func:`poisson_interval` of ``states`` give every
+    :func:`compute` metric and its interval, equal to those of whole replicate states to
+    float round-off (counts exactly); ``jaxcal report --stream`` also reads the equal-mass
+    ECE and the CORP decomposition from the view's buckets.
+
     Attributes:
       states: the replicates' :class:`CalibrationState` at M bins (resolution M; leading
         axis B): every :func:`compute` output, by :func:`poisson_compute`.
