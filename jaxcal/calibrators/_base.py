@@ -247,13 +247,13 @@ def minimize(
     max_iter = check_solver_options(optimizer, max_iter, tol)
     if tol is None:
         tol = 1e-10 if jnp.result_type(*jax.tree.leaves(init)) == jnp.float64 else 1e-6
-    if not is_tracing():
-        try:
-            return _compiled_minimize(fun, optimizer, max_iter, float(tol))(init)
-        except TypeError as err:  # an unhashable `fun` or optimizer: traced for this call
-            if "unhashable" not in str(err):
-                raise
-    return _minimize(fun, init, optimizer, max_iter, tol)
+    if is_tracing():
+        return _minimize(fun, init, optimizer, max_iter, tol)
+    try:
+        compiled = _compiled_minimize(fun, optimizer, max_iter, float(tol))
+    except TypeError:  # an unhashable `fun` or optimizer: no cache key, traced for this call
+        return _minimize(fun, init, optimizer, max_iter, tol)
+    return compiled(init)
 
 
 @functools.lru_cache(maxsize=32)
