@@ -28,6 +28,14 @@ from hypothesis import settings
 if os.environ.get("JAXCAL_TEST_DEFAULT_XLA", "").strip().lower() in ("", "0", "false", "no"):
     _fast_compile = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_fast_compile}".strip()
+# XLA:CPU aborts the process when the participants of a collective (psum over the 4 CPU
+# devices of the notebooks and the shard_map scripts, which inherit this environment) do
+# not all arrive within 40 s; on 2 cores shared by two test workers one device thread was
+# once starved that long (training_loop.ipynb: "Termination timeout ... only 3 of them
+# arrived"). A loaded CI machine is slow, not stuck: allow 10 minutes.
+_collective_timeout = "--xla_cpu_collective_call_terminate_timeout_seconds=600"
+if _collective_timeout not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_collective_timeout}".strip()
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 

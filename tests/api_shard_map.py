@@ -6,7 +6,9 @@ per case; ``tests/test_api.py::test_shard_map_on_four_devices`` runs it and read
 
 import os
 
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+os.environ["XLA_FLAGS"] = (  # the test session's flags (conftest.py), and 4 devices
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+)
 
 import jax
 import jax.numpy as jnp
