@@ -22,7 +22,7 @@ from hypothesis import settings
 
 # The suite compiles thousands of small programs that each run for microseconds, so compile
 # time is nearly all of its time. XLA:CPU's classic fusion emitters at LLVM -O0 compile them
-# 2.7x faster (tests/test_ece.py: 101 -> 37 CPU-s) and the whole suite passes the same way;
+# 2.7x faster (tests/metrics/test_ece.py: 101 -> 37 CPU-s) and the whole suite passes the same way;
 # `jaxcal report` compiles its own kernels with these options too (jaxcal/cli/_kernels.py).
 # JAXCAL_TEST_DEFAULT_XLA=1 runs the suite with XLA's default (optimised) code generation.
 if os.environ.get("JAXCAL_TEST_DEFAULT_XLA", "").strip().lower() in ("", "0", "false", "no"):

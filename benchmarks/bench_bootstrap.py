@@ -47,7 +47,7 @@ import numpy as np
 from _timing import Table, environment, read_floor, row, size_label, write_tables
 
 import jaxcal
-from jaxcal._random import blocks, threshold
+from jaxcal._core.random import blocks, threshold
 from jaxcal.stats import consistency_test
 
 N_BINS = 15

@@ -46,8 +46,8 @@ from _timing import (
 )
 
 import jaxcal
-from jaxcal._corp import order_keys
-from jaxcal._sort import sort
+from jaxcal._core.sort import sort
+from jaxcal.metrics._corp import order_keys
 from jaxcal.stats import score_decomposition_ci
 
 REFERENCE = "jaxcal brier"

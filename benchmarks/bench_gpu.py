@@ -28,7 +28,7 @@ from _timing import compile_seconds, environment, fmt_ms, time_interleaved
 
 import jaxcal
 from jaxcal import calibrators, streaming
-from jaxcal._binning import bin_sums, uniform_anchors, uniform_bin_index
+from jaxcal._core.binning import bin_sums, uniform_anchors, uniform_bin_index
 
 
 def softmax_rows(rng, n, k, scale=3.0):

@@ -1,4 +1,4 @@
-"""Benchmark: jaxcal's sorts (jaxcal/_sort.py) against XLA's sort and NumPy's, by size.
+"""Benchmark: jaxcal's sorts (jaxcal/_core/sort.py) against XLA's sort and NumPy's, by size.
 
 Run:  python benchmarks/bench_sort.py [--sizes 256 1024 ...] [--clock cpu]
 
@@ -7,9 +7,9 @@ process, round-robin; ``benchmarks/_timing.py``):
 
 * ``argsort``: ``jnp.argsort(stable=True)`` (XLA), jaxcal's host path (NumPy ``np.sort`` of
   (key, position) packed into uint64, through ``jax.pure_callback``) and the public
-  ``jaxcal._sort.argsort`` (which picks one of the two by ``HOST_ARGSORT_MIN_SIZE``);
+  ``jaxcal._core.sort.argsort`` (which picks one of the two by ``HOST_ARGSORT_MIN_SIZE``);
 * ``sort``: ``lax.sort`` of int32 keys (XLA) against the host path and the public
-  ``jaxcal._sort.sort`` (``HOST_SORT_MIN_SIZE``);
+  ``jaxcal._core.sort.sort`` (``HOST_SORT_MIN_SIZE``);
 * ``segment argsort`` / ``segment sort`` (by 100 segment ids, then the int32 keys): XLA's
   sort with two keys against the host path (``HOST_SEGMENT_SORT_MIN_SIZE``);
 * the floors: ``np.sort`` of the packed uint64 keys and of the int32 keys, and
@@ -32,7 +32,7 @@ from jax import lax
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _timing import environment, fmt_ms, time_interleaved
 
-from jaxcal import _sort
+from jaxcal._core import sort as _sort
 
 
 def _segment_cases(n: int, keys: np.ndarray) -> tuple[dict, dict]:

@@ -287,7 +287,7 @@ METRICS = [
     ),
     dataclasses.replace(
         _metric(jaxcal.ici, binary=True),
-        # the gradient through the loess compiles for ~60 CPU-s; tests/test_ici.py has it
+        # the gradient through the loess compiles for ~60 CPU-s; tests/stats/test_ici.py has it
         skip={"grad": "compiling the loess's gradient costs a minute of CI"},
     ),
     _metric(jaxcal.stats.calibration_slope_intercept, binary=True),

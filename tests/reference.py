@@ -28,7 +28,7 @@ def uniform_bin(values: np.ndarray, n_bins: int, closed: str, dtype=np.float64) 
 
 
 def quantile_bin(values, n_bins, closed, weights=None):
-    """Weighted-quantile bins, from the definition in jaxcal._binning.quantile_edges."""
+    """Weighted-quantile bins, from the definition in jaxcal._core.binning.quantile_edges."""
     v = np.asarray(values, dtype=np.float64)
     w = np.ones_like(v) if weights is None else np.asarray(weights, dtype=np.float64)
     order = np.argsort(v, kind="stable")

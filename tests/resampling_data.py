@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxcal
-from jaxcal._random import label_plan, resampled_labels
+from jaxcal._core.random import label_plan, resampled_labels
 
 N = 501  # odd: exercises the padding position of the last Threefry block
 KEY = jax.random.key(20240607)

@@ -33,7 +33,8 @@ import importlib
 import inspect
 
 import pytest
-from api_registry import NAMESPACES
+
+from tests.api_registry import NAMESPACES
 
 
 def _public(namespace):
@@ -126,7 +127,8 @@ import dataclasses  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from api_registry import (  # noqa: E402
+
+from tests.api_registry import (  # noqa: E402
     BATCH,
     ENTRIES,
     FIXED,
@@ -141,7 +143,7 @@ from api_registry import (  # noqa: E402
     host_only,
     make_data,
 )
-from helpers import assert_close, count_compiles, x64  # noqa: E402
+from tests.helpers import assert_close, count_compiles, x64  # noqa: E402
 
 _IDS = [e.name for e in ENTRIES]
 

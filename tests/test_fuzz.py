@@ -5,7 +5,7 @@ tied, one class only; weights with zeros, all zero, or scaled by 1e-30..1e30) or
 one rule (NaN, a row off the simplex, a label out of range, a negative weight). Each call
 either raises a ``ValueError`` whose message names an argument in backquotes, or returns
 finite values equal to a float64 NumPy oracle (tests/reference.py, tests/reference_soft.py
-and the cumulative-differences oracle of tests/test_cumulative.py).
+and the cumulative-differences oracle of tests/stats/test_cumulative.py).
 
 Compile budget: one shape per view (binary N = 24, multiclass N = 24 x K = 4), float32,
 weights always passed (an array, never None), so each function compiles at most twice.
@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import reference
-import reference_soft
-from helpers import assert_close
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_cumulative import oracle as cumulative_oracle
 
 import jaxcal
 from jaxcal import stats
+from tests import reference, reference_soft
+from tests.helpers import assert_close
+from tests.stats.test_cumulative import oracle as cumulative_oracle
 
 N, K, BINS = 24, 4, 5
 NAMED = r"`\w+`"  # every error names the argument it is about

@@ -4,17 +4,17 @@
 ``fit`` jits and vmaps (its optimiser runs inside ``jax.lax`` loops), so many calibrators
 (bootstrap replicates, folds, classes) fit in one call. Each calibrator states the space
 of its input with ``inputs=`` (``"logits"``, ``"log_probs"``, ``"probs"``); nothing is
-guessed from the values. :func:`to_probs` and :func:`to_logits` convert between spaces.
+guessed from the values. :func:`~jaxcal.calibrators.to_probs` and :func:`~jaxcal.calibrators.to_logits` convert between spaces.
 
-Multiclass on ``(N, K)``: :func:`temperature_scaling`, :func:`vector_scaling`,
-:func:`matrix_scaling`, :func:`dirichlet`. Binary on ``(N,)`` scores:
-:func:`platt_scaling`, :func:`beta_calibration`, :func:`histogram_binning`,
-:func:`isotonic`, :func:`centred_isotonic`, :func:`scaling_binning`, :func:`venn_abers`
-(with :func:`venn_abers_interval`). Reductions of multiclass to binary:
-:func:`top_label`, :func:`classwise`.
+Multiclass on ``(N, K)``: :func:`~jaxcal.calibrators.temperature_scaling`, :func:`~jaxcal.calibrators.vector_scaling`,
+:func:`~jaxcal.calibrators.matrix_scaling`, :func:`~jaxcal.calibrators.dirichlet`. Binary on ``(N,)`` scores:
+:func:`~jaxcal.calibrators.platt_scaling`, :func:`~jaxcal.calibrators.beta_calibration`, :func:`~jaxcal.calibrators.histogram_binning`,
+:func:`~jaxcal.calibrators.isotonic`, :func:`~jaxcal.calibrators.centred_isotonic`, :func:`~jaxcal.calibrators.scaling_binning`, :func:`~jaxcal.calibrators.venn_abers`
+(with :func:`~jaxcal.calibrators.venn_abers_interval`). Reductions of multiclass to binary:
+:func:`~jaxcal.calibrators.top_label`, :func:`~jaxcal.calibrators.classwise`.
 """
 
-from jaxcal._isotonic import IsotonicParams
+from jaxcal._core.isotonic import IsotonicParams
 from jaxcal.calibrators._affine import AffineParams, dirichlet, matrix_scaling, vector_scaling
 from jaxcal.calibrators._base import Calibrator, FitInfo, minimize
 from jaxcal.calibrators._binary import BetaParams, PlattParams, beta_calibration, platt_scaling

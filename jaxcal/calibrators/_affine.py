@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxcal._checks import check_option
-from jaxcal._numerics import compute_dtype
+from jaxcal._core.checks import check_option
+from jaxcal._core.numerics import compute_dtype
 from jaxcal.calibrators._base import (
     Calibrator,
     FitInfo,
@@ -39,7 +39,7 @@ class AffineParams(NamedTuple):
       weight: ``(K,)`` per-class scales (vector scaling) or ``(K, K)`` matrix W, with
         output logit ``k = sum_j W[k, j] x_j + bias[k]``.
       bias: ``(K,)`` intercepts.
-      info: :class:`FitInfo` of the fit.
+      info: :class:`~jaxcal.calibrators.FitInfo` of the fit.
     """
 
     weight: jax.Array
@@ -220,18 +220,18 @@ def vector_scaling(
 ) -> Calibrator:
     """Vector scaling (Guo et al. 2017): ``softmax(a * z + b)`` with ``a, b`` in R^K.
 
-    Minimises the (weighted) mean NLL with :func:`minimize` from the temperature-scaled
+    Minimises the (weighted) mean NLL with :func:`~jaxcal.calibrators.minimize` from the temperature-scaled
     identity (a = 1 / T, b = 0). Unregularised. ``z`` are the logits (``inputs="logits"``) or the
     log-probabilities (``"log_probs"``, or ``"probs"`` logged with ``log(max(p, tiny))``).
 
     Args:
       inputs: ``"logits"``, ``"log_probs"`` or ``"probs"``.
-      optimizer: an optax optimiser, or None for jaxcal's L-BFGS (see :func:`minimize`).
+      optimizer: an optax optimiser, or None for jaxcal's L-BFGS (see :func:`~jaxcal.calibrators.minimize`).
       max_iter: iteration limit.
       tol: gradient tolerance (None: 1e-6 in float32, 1e-10 in float64).
 
     Returns:
-      ``Calibrator`` whose ``fit`` returns :class:`AffineParams` with ``weight`` (K,).
+      ``Calibrator`` whose ``fit`` returns :class:`~jaxcal.calibrators.AffineParams` with ``weight`` (K,).
 
     Example:
       >>> import jax.numpy as jnp
@@ -265,18 +265,18 @@ def matrix_scaling(
     L2 penalty, towards 0) and, with ``odir=(lam, mu)`` (or one number for both),
     ``lam / (K (K - 1)) * sum_{i != j} W_ij^2 + mu / K * sum_j b_j^2`` (off-diagonal and
     intercept regularisation). Without a penalty the optimum is not unique (the softmax
-    ignores a common shift), but its probabilities are. ``z`` as in :func:`vector_scaling`.
+    ignores a common shift), but its probabilities are. ``z`` as in :func:`~jaxcal.calibrators.vector_scaling`.
 
     Args:
       l2: L2 penalty weight (>= 0).
       odir: None, or the ODIR weights ``(lam, mu)`` (a number sets both).
       inputs: ``"logits"``, ``"log_probs"`` or ``"probs"``.
-      optimizer: an optax optimiser, or None for jaxcal's L-BFGS (see :func:`minimize`).
+      optimizer: an optax optimiser, or None for jaxcal's L-BFGS (see :func:`~jaxcal.calibrators.minimize`).
       max_iter: iteration limit.
       tol: gradient tolerance (None: 1e-6 in float32, 1e-10 in float64).
 
     Returns:
-      ``Calibrator`` whose ``fit`` returns :class:`AffineParams` with ``weight`` (K, K).
+      ``Calibrator`` whose ``fit`` returns :class:`~jaxcal.calibrators.AffineParams` with ``weight`` (K, K).
 
     Example:
       >>> import jax.numpy as jnp
@@ -305,11 +305,11 @@ def dirichlet(
 ) -> Calibrator:
     """Dirichlet calibration (Kull et al. 2019): ``softmax(W log p + b)`` on log-probabilities.
 
-    The same map and penalties as :func:`matrix_scaling`, applied to the log-probabilities
+    The same map and penalties as :func:`~jaxcal.calibrators.matrix_scaling`, applied to the log-probabilities
     ``log p`` of the input: ``log_softmax(z)`` of logits (``inputs="logits"``), the
     ``"log_probs"`` themselves, or ``log(max(p, tiny))`` of ``"probs"``. It differs from
     matrix scaling on logits unless the rows of W sum to a constant. Fitted from the
-    temperature-scaled identity (W = I / T on log p, b = 0) by :func:`minimize`.
+    temperature-scaled identity (W = I / T on log p, b = 0) by :func:`~jaxcal.calibrators.minimize`.
 
     The default is ``inputs="probs"``, the paper's input (a classifier's probabilities),
     unlike the other multiclass calibrators, whose input is logits: probabilities taken
@@ -324,12 +324,12 @@ def dirichlet(
       odir: ``(lam, mu)`` or one number: ``lam / (K (K - 1)) sum_{i != j} W_ij^2 +
         mu / K sum_j b_j^2`` (Dir-ODIR).
       inputs: ``"probs"`` (default), ``"logits"`` or ``"log_probs"``.
-      optimizer: an optax optimiser, or None for jaxcal's L-BFGS (see :func:`minimize`).
+      optimizer: an optax optimiser, or None for jaxcal's L-BFGS (see :func:`~jaxcal.calibrators.minimize`).
       max_iter: iteration limit.
       tol: gradient tolerance (None: 1e-6 in float32, 1e-10 in float64).
 
     Returns:
-      ``Calibrator`` whose ``fit`` returns :class:`AffineParams` with ``weight`` (K, K).
+      ``Calibrator`` whose ``fit`` returns :class:`~jaxcal.calibrators.AffineParams` with ``weight`` (K, K).
 
     Example:
       >>> import jax.numpy as jnp

@@ -2,9 +2,9 @@
 
 ``Calibrator(fit, apply)`` is a NamedTuple of two pure functions, like optax's
 ``GradientTransformation(init, update)``. Every factory writes two jitted kernels and
-hands them to :func:`from_kernels`, the one place where the public ``fit`` and ``apply``
+hands them to ``from_kernels()``, the one place where the public ``fit`` and ``apply``
 validate their arguments. The parametric calibrators minimise a mean negative
-log-likelihood with :func:`minimize`, which runs the whole optimiser loop inside
+log-likelihood with :func:`~jaxcal.calibrators.minimize`, which runs the whole optimiser loop inside
 ``jax.lax.while_loop`` so that ``fit`` can be jitted and vmapped.
 """
 
@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxcal._checks import check_positive_int, is_tracing
-from jaxcal._numerics import safe_divide, scale_free, vary_like
+from jaxcal._core.checks import check_positive_int, is_tracing
+from jaxcal._core.numerics import safe_divide, scale_free, vary_like
 from jaxcal.calibrators._inputs import (
     check_binary_inputs,
     check_fit_args,
@@ -75,7 +75,7 @@ class FitInfo(NamedTuple):
         coefficients of the features divided by their largest magnitude (so the figure
         does not scale with the logits).
       n_iter: int32 number of optimiser iterations.
-      converged: bool, the stopping test held before ``max_iter`` (see :func:`minimize`
+      converged: bool, the stopping test held before ``max_iter`` (see :func:`~jaxcal.calibrators.minimize`
         and :func:`jaxcal.calibrators.temperature_scaling`).
     """
 
@@ -115,14 +115,14 @@ class ValidatedFit:
 class ValidatedApply:
     """The ``apply`` of a jaxcal calibrator: validate ``x`` and ``params``, call the kernel.
 
-    A frozen callable like :class:`ValidatedFit`; the reductions read its ``params`` spec
+    A frozen callable like ``ValidatedFit``; the reductions read its ``params`` spec
     to check the stacked parameters of their binary calibrator.
 
     Attributes:
       kernel: ``kernel(params, x) -> probs``, the jitted apply.
       inputs: the input space of ``x``.
       binary: ``x`` is ``(N,)`` positive-class scores, else ``(N, K)``.
-      params: the :class:`ParamsSpec` of the parameters (None: unchecked).
+      params: the ``ParamsSpec`` of the parameters (None: unchecked).
     """
 
     kernel: Callable[..., jax.Array]
@@ -151,7 +151,7 @@ def from_kernels(
 
     ``fit(x, labels, *, weights=None)`` and ``apply(params, x)`` validate their arguments
     for the input space ``inputs`` (value checks only on concrete arrays, so both trace;
-    ``params`` against their :class:`ParamsSpec`, by type and shape), then call
+    ``params`` against their ``ParamsSpec``, by type and shape), then call
     ``fit_kernel(x, labels, weights)`` or ``apply_kernel(params, x)``.
     """
     return Calibrator(
@@ -184,7 +184,7 @@ _SHARD_MAP_LINE_SEARCH = (
 )
 
 #: Iterations in a row without a decrease of the loss at working precision before
-#: :func:`minimize` stops (float32 line searches can fail once and then recover).
+#: :func:`~jaxcal.calibrators.minimize` stops (float32 line searches can fail once and then recover).
 STALL_PATIENCE = 3
 
 
@@ -202,7 +202,7 @@ def minimize(
 ) -> tuple[Any, FitInfo]:
     """Minimise a smooth scalar ``fun(params)`` entirely inside ``lax`` loops.
 
-    The default (``optimizer=None``) is jaxcal's L-BFGS (:mod:`jaxcal.calibrators._lbfgs`:
+    The default (``optimizer=None``) is jaxcal's L-BFGS (``jaxcal/calibrators/_lbfgs.py``:
     ten curvature pairs, a strong Wolfe line search that also accepts Hager & Zhang's
     approximate Wolfe conditions, so float32 fits go on where loss values stop resolving
     decreases; every loop carry typed from the data, so it runs inside ``jax.shard_map``
@@ -258,12 +258,12 @@ def minimize(
 
 @functools.lru_cache(maxsize=32)
 def _compiled_minimize(fun, optimizer, max_iter, tol):
-    """:func:`minimize` of ``fun`` as one jitted program, kept for the next eager call."""
+    """:func:`~jaxcal.calibrators.minimize` of ``fun`` as one jitted program, kept for the next eager call."""
     return jax.jit(lambda init: _minimize(fun, init, optimizer, max_iter, tol))
 
 
 def _minimize(fun, init, optimizer, max_iter, tol):
-    """:func:`minimize` with its options checked and ``tol`` resolved."""
+    """:func:`~jaxcal.calibrators.minimize` with its options checked and ``tol`` resolved."""
     if optimizer is None:
         res = lbfgs(fun, init, max_iter=max_iter, tol=tol)
         return res.params, FitInfo(res.value, res.grad_norm, res.n_iter, res.converged)
@@ -326,7 +326,7 @@ def _minimize(fun, init, optimizer, max_iter, tol):
 def weighted_mean(losses: jax.Array, weights: jax.Array | None) -> jax.Array:
     """sum(w l) / sum(w); 0 when the total weight is 0 (then every gradient is 0 too).
 
-    Plain sums, unlike :func:`jaxcal._numerics.weighted_mean` (blocked sums, accurate past
+    Plain sums, unlike ``weighted_mean()`` (blocked sums, accurate past
     2**24 samples): this is the objective of every optimiser step, and its round-off
     decides the fitted parameters; switching is a change of results, not a refactor.
     """

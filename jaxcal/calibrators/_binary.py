@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxcal._checks import check_option
+from jaxcal._core.checks import check_option
 from jaxcal.calibrators._base import (
     Calibrator,
     FitInfo,
@@ -32,7 +32,7 @@ class PlattParams(NamedTuple):
     Attributes:
       a: 0-d slope.
       b: 0-d intercept.
-      info: :class:`FitInfo` of the fit.
+      info: :class:`~jaxcal.calibrators.FitInfo` of the fit.
     """
 
     a: jax.Array
@@ -47,7 +47,7 @@ class BetaParams(NamedTuple):
       a: 0-d coefficient of ``log s`` (>= 0 unless the reduced fit went negative).
       b: 0-d coefficient of ``-log(1 - s)``.
       c: 0-d intercept.
-      info: :class:`FitInfo` of the fit that was kept.
+      info: :class:`~jaxcal.calibrators.FitInfo` of the fit that was kept.
     """
 
     a: jax.Array
@@ -75,7 +75,7 @@ def _cross_entropy(theta, x, targets, weights, mask):
 
 
 def _logistic(x, targets, weights, theta0, mask, optimizer, max_iter, tol):
-    """Minimise :func:`_cross_entropy` over theta from ``theta0``."""
+    """Minimise ``_cross_entropy()`` over theta from ``theta0``."""
     loss = lambda theta: _cross_entropy(theta, x, targets, weights, mask)  # noqa: E731
     return minimize(loss, theta0, optimizer=optimizer, max_iter=max_iter, tol=tol)
 
@@ -98,7 +98,7 @@ def platt_scaling(
 ) -> Calibrator:
     """Platt scaling (Platt 1999): ``p = sigmoid(a f + b)`` on the log-odds f of a score.
 
-    A one-feature logistic regression without penalty, fitted by :func:`minimize`
+    A one-feature logistic regression without penalty, fitted by :func:`~jaxcal.calibrators.minimize`
     (L-BFGS by default) from the identity (a = 1, b = 0). The feature f is the score's
     log-odds: ``log(s / (1 - s))`` with s clipped to [eps, 1 - eps] for ``inputs="probs"``
     (so that a = 1, b = 0 is the identity), the score itself for ``inputs="logits"`` (an
@@ -115,7 +115,7 @@ def platt_scaling(
     Args:
       target_smoothing: use Platt's soft targets.
       inputs: ``"probs"`` (scores in [0, 1]) or ``"logits"`` (real-valued scores).
-      optimizer: an optax optimiser, or None for jaxcal's L-BFGS (see :func:`minimize`).
+      optimizer: an optax optimiser, or None for jaxcal's L-BFGS (see :func:`~jaxcal.calibrators.minimize`).
       max_iter: iteration limit.
       tol: gradient tolerance (None: 1e-6 in float32, 1e-10 in float64).
 
@@ -197,12 +197,12 @@ def beta_calibration(
     else if b < 0 with b = 0. The three fits run together (vmapped) so that ``fit`` jits.
     For ``inputs="probs"`` s is clipped to [eps, 1 - eps] (as ``betacal`` does); for
     ``inputs="logits"`` (log-odds) the features are the exact ``log_sigmoid`` values.
-    One-class data have no finite optimum (see :func:`platt_scaling`); zero total weight
+    One-class data have no finite optimum (see :func:`~jaxcal.calibrators.platt_scaling`); zero total weight
     gives the identity.
 
     Args:
       inputs: ``"probs"`` or ``"logits"``.
-      optimizer: an optax optimiser, or None for jaxcal's L-BFGS (see :func:`minimize`).
+      optimizer: an optax optimiser, or None for jaxcal's L-BFGS (see :func:`~jaxcal.calibrators.minimize`).
       max_iter: iteration limit.
       tol: gradient tolerance (None: 1e-6 in float32, 1e-10 in float64).
 

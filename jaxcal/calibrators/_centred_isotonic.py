@@ -5,8 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxcal._isotonic import IsotonicParams, pava, sorted_groups
-from jaxcal._numerics import safe_divide
+from jaxcal._core.isotonic import IsotonicParams, pava, sorted_groups
+from jaxcal._core.numerics import safe_divide
 from jaxcal.calibrators._base import Calibrator
 from jaxcal.calibrators._nonparametric import interpolating_calibrator
 
@@ -52,7 +52,7 @@ def centred_isotonic(*, inputs: str = "probs") -> Calibrator:
     (R's extension to the data range with ``rule=2``).
 
     Each distinct score is its own group (exact ties; weights sum within a group), the
-    pooling is the shared PAV (:func:`jaxcal._isotonic.pava`), and ``apply`` is the
+    pooling is the shared PAV (``pava()``), and ``apply`` is the
     interpolation of :func:`jaxcal.calibrators.isotonic`. Zero total weight gives the
     identity.
 

@@ -10,7 +10,7 @@ the smooth parametric calibrators the answer has a derivative of its own: at the
    \\frac{d\\theta^*}{dx} = -H^{-1} \\, \\partial_x \\nabla_\\theta L, \\qquad
    H = \\nabla^2_\\theta L(\\theta^*, x).
 
-:func:`implicit_argmin` attaches that derivative to any solver with a ``custom_jvp``: the
+``implicit_argmin()`` attaches that derivative to any solver with a ``custom_jvp``: the
 tangent solves ``H v = -(d/dx grad_theta L) dx`` by conjugate gradients on
 Hessian-vector products (``jax.lax.custom_linear_solve``, so reverse mode transposes the
 solve instead of differentiating it). H is positive semi-definite at a minimum; where it
@@ -21,7 +21,7 @@ derivative is that of the exact optimum: a fit stopped at its tolerance is off b
 that tolerance.
 
 The non-parametric fits (histogram binning, isotonic regression, scaling-binning) are
-piecewise constant in the scores and sort them: :func:`not_differentiable` makes a
+piecewise constant in the scores and sort them: ``not_differentiable()`` makes a
 derivative through them raise a ValueError that says so, instead of JAX's internal errors.
 
 References:
@@ -65,7 +65,7 @@ def implicit_argmin(
     Args:
       solve: the solver (not differentiated): the minimiser ``theta`` of
         ``objective(theta, aux, data)`` and ``aux`` (information such as a
-        :class:`FitInfo`, or the choice among several fits), which gets a zero tangent.
+        :class:`~jaxcal.calibrators.FitInfo`, or the choice among several fits), which gets a zero tangent.
       objective: the smooth objective, a scalar function of ``theta`` and ``data`` (and of
         ``aux``, held fixed).
       interior: None, or ``interior(theta, aux)``, a bool pytree of ``theta``'s shape that

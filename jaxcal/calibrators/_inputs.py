@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._checks import (
+from jaxcal._core.checks import (
     RANGE_ATOL,
     SIMPLEX_ATOL,
     as_float,
@@ -32,7 +32,7 @@ from jaxcal._checks import (
     first_index,
     values_checkable,
 )
-from jaxcal._numerics import compute_dtype, mask_unweighted
+from jaxcal._core.numerics import compute_dtype, mask_unweighted
 
 MULTICLASS_INPUTS = ("logits", "log_probs", "probs")
 BINARY_INPUTS = ("probs", "logits")
@@ -133,7 +133,7 @@ def mask_fit_padding(
 ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
     """The ``(x, labels, weights)`` of a fit with its zero-weight rows made harmless.
 
-    As the metrics do (:func:`jaxcal._validity.mask_padding`): under ``jit`` padding rows
+    As the metrics do (``mask_padding()``): under ``jit`` padding rows
     may hold NaN or an ignore label; in rows without positive weight, non-finite inputs
     become the uniform prediction of the input space (logit 0, probability 1/K, log 1/K)
     and labels outside [0, K) become 0. Their weight 0 keeps them out of the fit.
@@ -225,7 +225,7 @@ def to_probs(x: Any, *, inputs: str) -> jax.Array:
 
 
 def to_logits(x: Any, *, inputs: str) -> jax.Array:
-    """Logits from calibrator inputs in the stated space; the inverse of :func:`to_probs`.
+    """Logits from calibrator inputs in the stated space; the inverse of :func:`~jaxcal.calibrators.to_probs`.
 
     ``(N, K)``: the log-probabilities ``log_softmax(x)`` (valid logits: softmax recovers the
     probabilities); a zero probability maps to ``log(finfo.tiny)`` (about -87 in float32,

@@ -15,7 +15,7 @@ and Dirichlet fits). It replaces ``optax.lbfgs()`` for two measured reasons:
   the tolerance or no step decreases the loss by either test.
 * **shard_map.** optax's zoom line search starts its inner loops from device-invariant
   constants, which ``jax.shard_map`` with ``check_vma=True`` refuses; every carry here is
-  typed from the data (:func:`jaxcal._numerics.vary_like`).
+  typed from the data (``vary_like()``).
 
 The direction is the two-loop recursion of Nocedal & Wright (2006), Alg. 7.4, with the
 ten most recent pairs and the initial scaling ``s.y / y.y`` (Eq. 7.20); without pairs
@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from jaxcal._numerics import vary_like
+from jaxcal._core.numerics import vary_like
 
 #: Curvature pairs kept (optax's and scipy's default).
 MEMORY = 10
@@ -52,18 +52,18 @@ C1, C2 = 1e-4, 0.9
 MAX_TRIALS = 30
 #: Loss values within NOISE * eps * |f| of each other count as equal (round-off).
 NOISE = 4.0
-#: Iterations in a row without an acceptable step before :func:`lbfgs` stops: one with
+#: Iterations in a row without an acceptable step before ``lbfgs()`` stops: one with
 #: the stored pairs, one of steepest descent after forgetting them.
 MAX_FAILURES = 2
 #: Iterations in a row that reach neither a new smallest loss nor a new smallest gradient
-#: before :func:`lbfgs` stops (at the gradient's round-off floor the approximate Wolfe
+#: before ``lbfgs()`` stops (at the gradient's round-off floor the approximate Wolfe
 #: test keeps accepting steps that change nothing). L-BFGS's gradient is not monotone:
 #: 10 stopped the digits vector-scaling fit at max|grad| 6e-6, on its way to 8e-7.
 STALL_PATIENCE = 30
 
 
 class LbfgsResult(NamedTuple):
-    """What :func:`lbfgs` returns.
+    """What ``lbfgs()`` returns.
 
     Attributes:
       params: the last iterate (a pytree like ``init``).
@@ -234,7 +234,7 @@ def lbfgs(
       tol: gradient tolerance on ``max |grad|``.
 
     Returns:
-      :class:`LbfgsResult`.
+      ``LbfgsResult``.
 
     Example:
       >>> import jax.numpy as jnp

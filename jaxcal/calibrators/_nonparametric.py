@@ -1,6 +1,6 @@
 """Non-parametric binary calibrators: histogram binning, isotonic regression, scaling-binning.
 
-All binning goes through :mod:`jaxcal._binning` (the metrics' edge conventions). Fitted
+All binning goes through ``jaxcal/_core/binning.py`` (the metrics' edge conventions). Fitted
 parameters live in fixed-size arrays (M bins, or N training points for isotonic
 regression), so ``fit`` jits and vmaps.
 """
@@ -12,7 +12,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxcal._binning import (
+from jaxcal._core.binning import (
     bin_edges_and_index,
     bin_sums,
     check_binning,
@@ -20,10 +20,10 @@ from jaxcal._binning import (
     quantile_edges,
     uniform_bin_index,
 )
-from jaxcal._checks import check_option, check_positive_int
-from jaxcal._isotonic import IsotonicParams, isotonic_apply, isotonic_fit
-from jaxcal._numerics import compute_dtype, safe_divide
-from jaxcal._sort import sort
+from jaxcal._core.checks import check_option, check_positive_int
+from jaxcal._core.isotonic import IsotonicParams, isotonic_apply, isotonic_fit
+from jaxcal._core.numerics import compute_dtype, safe_divide
+from jaxcal._core.sort import sort
 from jaxcal.calibrators._base import Calibrator, from_kernels
 from jaxcal.calibrators._binary import PlattParams, platt_scaling
 from jaxcal.calibrators._implicit import not_differentiable
@@ -49,7 +49,7 @@ class ScalingBinningParams(NamedTuple):
     """Parameters of the scaling-binning calibrator.
 
     Attributes:
-      platt: :class:`PlattParams` of the scaling step.
+      platt: :class:`~jaxcal.calibrators.PlattParams` of the scaling step.
       edges: ``(M + 1,)`` equal-mass edges of the scaled training scores (each inner
         edge half way between the quantile and the next larger training score).
       values: ``(M,)`` weighted mean scaled score in each bin (0 where empty).
@@ -101,7 +101,7 @@ def histogram_binning(
     """Histogram binning (Zadrozny & Elkan 2001): each bin predicts its fraction of positives.
 
     The scores (probabilities; ``inputs="logits"`` go through a sigmoid first) are cut
-    into ``n_bins`` bins by :mod:`jaxcal._binning`: equal width (``"uniform"``) or equal
+    into ``n_bins`` bins by ``jaxcal/_core/binning.py``: equal width (``"uniform"``) or equal
     mass (``"quantile"``: weighted empirical quantiles of the training scores), with the
     edge convention ``closed`` of the metrics (``"right"``: [0, 1/M], (1/M, 2/M], ...).
     A new score gets the weighted mean label of its training bin. A bin without training
@@ -166,7 +166,7 @@ def isotonic(*, inputs: str = "probs") -> Calibrator:
     used as given (``inputs`` only selects the validation: [0, 1] for ``"probs"``, finite
     for ``"logits"``); the output is a probability. PAV runs in a ``lax.while_loop`` over
     fixed (N,) buffers (at most 2N steps, O(N) after the O(N log N) sort; see
-    :mod:`jaxcal._isotonic`), so ``fit`` jits and vmaps. Zero total weight
+    ``jaxcal/_core/isotonic.py``), so ``fit`` jits and vmaps. Zero total weight
     gives the identity (``sigmoid`` of ``"logits"``).
 
     Returns:
@@ -192,7 +192,7 @@ def isotonic(*, inputs: str = "probs") -> Calibrator:
 
 def interpolating_calibrator(fit_kernel, inputs: str) -> Calibrator:
     """A binary calibrator whose fit returns IsotonicParams knots, applied by
-    :func:`jaxcal._isotonic.isotonic_apply` (clipped linear interpolation)."""
+    ``isotonic_apply()`` (clipped linear interpolation)."""
     check_option("inputs", inputs, BINARY_INPUTS)
 
     @jax.jit
@@ -211,9 +211,9 @@ def interpolating_calibrator(fit_kernel, inputs: str) -> Calibrator:
 def scaling_binning(n_bins: int = 10, *, inputs: str = "probs") -> Calibrator:
     """Scaling-binning calibrator (Kumar, Liang & Ma 2019): Platt scaling, then binning.
 
-    1. Fit Platt scaling g (:func:`platt_scaling`, 0/1 targets) on the scores.
+    1. Fit Platt scaling g (:func:`~jaxcal.calibrators.platt_scaling`, 0/1 targets) on the scores.
     2. Cut the scaled training scores g(s) into ``n_bins`` equal-mass bins (weighted
-       quantile edges, ``closed="right"``, from :mod:`jaxcal._binning`), each inner edge
+       quantile edges, ``closed="right"``, from ``jaxcal/_core/binning.py``), each inner edge
        moved half way to the next larger training score: the bins of the training data are
        the same, and a score recomputed with other rounding stays in its bin.
     3. Each bin outputs the weighted mean of g(s) over its training samples - the mean of

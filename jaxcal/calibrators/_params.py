@@ -3,7 +3,7 @@
 ``apply(params, x)`` is pure, so nothing stops a user from passing the parameters of
 another calibrator, of another number of classes or bins, or a bare number; the kernel
 would then fail deep inside JAX ("mul got incompatible shapes", "no attribute
-temperature"). Each factory declares a :class:`ParamsSpec` instead: the NamedTuple its
+temperature"). Each factory declares a ``ParamsSpec`` instead: the NamedTuple its
 ``fit`` returns and the shapes of the fields that depend on the input, checked at trace
 time (shapes only, so it is free under ``jit`` and ``vmap``).
 """
@@ -51,7 +51,7 @@ def check_params(params: Any, spec: ParamsSpec | None, x: Any, x_name: str) -> N
 
     Args:
       params: what the user passed to ``apply``.
-      spec: the calibrator's :class:`ParamsSpec` (None: nothing to check).
+      spec: the calibrator's ``ParamsSpec`` (None: nothing to check).
       x: the validated input of ``apply`` (its shape decides the expected shapes).
       x_name: the name of that argument in messages.
     """

@@ -7,9 +7,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcal._checks import check_option
-from jaxcal._confidence import top_label as _top_label
-from jaxcal._numerics import safe_divide
+from jaxcal._core.checks import check_option
+from jaxcal._core.confidence import top_label as _top_label
+from jaxcal._core.numerics import safe_divide
 from jaxcal.calibrators._base import Calibrator, from_kernels
 from jaxcal.calibrators._inputs import MULTICLASS_INPUTS, probs_of
 from jaxcal.calibrators._params import stacked_spec
@@ -64,7 +64,7 @@ def top_label(binary: Calibrator, *, inputs: str = "probs") -> Calibrator:
     others (and by one ulp on an exact tie). Rows are on the simplex.
 
     Args:
-      binary: a binary :class:`Calibrator` built with ``inputs="probs"`` (it receives
+      binary: a binary :class:`~jaxcal.calibrators.Calibrator` built with ``inputs="probs"`` (it receives
         top-label confidences in [1/K, 1]), e.g. ``platt_scaling()``, ``isotonic()``.
       inputs: the space of the ``(N, K)`` inputs: ``"probs"``, ``"logits"``,
         ``"log_probs"`` (converted with a softmax).
@@ -142,7 +142,7 @@ def classwise(binary: Calibrator, *, inputs: str = "probs") -> Calibrator:
     renormalised. A row whose calibrated scores are all 0 keeps its input probabilities.
 
     Args:
-      binary: a binary :class:`Calibrator` built with ``inputs="probs"``.
+      binary: a binary :class:`~jaxcal.calibrators.Calibrator` built with ``inputs="probs"``.
       inputs: the space of the ``(N, K)`` inputs: ``"probs"``, ``"logits"``,
         ``"log_probs"``.
 

@@ -15,14 +15,14 @@ How the default solver is built, and what to keep when changing it:
   halve the step before last, is replaced by bisection in log beta (Numerical Recipes'
   ``rtsafe``). The worst case is the bisection's: about 20 passes for the default bounds
   in float32.
-* **Cache-sized row blocks** (:func:`_sweep`). A pass is memory-bound: over all of (N, K)
+* **Cache-sized row blocks** (``_sweep()``). A pass is memory-bound: over all of (N, K)
   at once, XLA:CPU writes exp(beta zc) to memory and reads it back for each row sum.
   ``lax.map`` over blocks of ``_BLOCK_BYTES`` = 256 KiB of logits keeps a block and its
   exponentials in cache while they are reduced. Commit 870d4eb measured passes 3-8x
   faster; re-measured on one core of XLA:CPU (CPU time, N = 1e5, K = 100), one pass takes
   14 ms in blocks against 65 ms in one piece. The last block is shifted back to end at
   row N (its rows already counted get weight 0), so nothing is padded or copied.
-* **custom_vmap** (:func:`_nll_derivatives`). ``jax.vmap`` of a ``lax.map`` batches its
+* **custom_vmap** (``_nll_derivatives()``). ``jax.vmap`` of a ``lax.map`` batches its
   body: each block would hold the rows of all B problems at once (B x 256 KiB, 256 MiB
   for 1000 bootstrap fits), and the memory traffic the blocks avoid comes back. The
   batching rule instead runs one ``lax.map`` over the B x n_blocks blocks, each of the
@@ -31,7 +31,7 @@ How the default solver is built, and what to keep when changing it:
   N = 1e4, K = 10 with B bootstrap weight vectors, a pass takes 49 against 77 ms at
   B = 100 and 0.44 against 0.83 s at B = 1000 (1.6x and 1.9x).
 
-Before changing any of this, run ``tests/test_calibrators_scaling.py`` (against SciPy's
+Before changing any of this, run ``tests/calibrators/test_scaling.py`` (against SciPy's
 bounded Brent; vmapped fits equal separate ones) and time both cases of
 ``benchmarks/bench_calibrators.py`` (one fit at N = 1e5, K = 100; 1000 fits at N = 1e4,
 K = 10 in one ``jax.jit(jax.vmap(cal.fit))`` call) before and after.
@@ -47,8 +47,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxcal._checks import check_option
-from jaxcal._numerics import compute_dtype, safe_divide, scale_free, vary_like
+from jaxcal._core.checks import check_option
+from jaxcal._core.numerics import compute_dtype, safe_divide, scale_free, vary_like
 from jaxcal.calibrators._base import (
     Calibrator,
     FitInfo,
@@ -66,7 +66,7 @@ class TemperatureParams(NamedTuple):
 
     Attributes:
       temperature: 0-d T > 0; the calibrated probabilities are ``softmax(z / T)``.
-      info: :class:`FitInfo` of the fit.
+      info: :class:`~jaxcal.calibrators.FitInfo` of the fit.
     """
 
     temperature: jax.Array
@@ -108,7 +108,7 @@ _BLOCK_BYTES = 1 << 18
 
 
 def _block_terms(beta, z, zy, wn):
-    """Weighted sums (f, f', f'') over a block of rows (see :func:`_nll_derivatives`)."""
+    """Weighted sums (f, f', f'') over a block of rows (see ``_nll_derivatives()``)."""
     m = jnp.max(z, axis=1)
     zc = z - m[:, None]
     e = jnp.exp(beta * zc)
@@ -177,7 +177,7 @@ def _nll_derivatives(beta, z, zy, wn):
 def _nll_derivatives_batched(axis_size, in_batched, beta, z, zy, wn):
     """Under vmap the batch multiplies the number of blocks, not their size (cache).
 
-    Without this rule ``vmap`` would batch the body of :func:`_sweep`'s ``lax.map``, so
+    Without this rule ``vmap`` would batch the body of ``_sweep()``'s ``lax.map``, so
     every block would hold the rows of all B problems (see the module docstring).
     """
     beta = beta if in_batched[0] else jnp.broadcast_to(beta, (axis_size,))
@@ -294,7 +294,7 @@ def temperature_scaling(
     eps^(2/3): 2.4e-5 in float32, 3.7e-11 in float64), keeping the last evaluated beta,
     whose loss and gradient ``info`` reports; its NLL is within about
     ``f''(beta) (tol beta)^2 / 2`` of the minimum.
-    With an optax ``optimizer`` log T is minimised by :func:`minimize` instead (``tol``
+    With an optax ``optimizer`` log T is minimised by :func:`~jaxcal.calibrators.minimize` instead (``tol``
     then a gradient tolerance, default 1e-6 in float32 and 1e-10 in float64) and T is
     clipped to ``bounds``.
 

@@ -12,7 +12,7 @@ after group i, the CSD is Q_0..Q_i, P_i..P_U with Q_a = P_a - (1, 1), and p1 is 
 of its greatest convex minorant (GCM) over the test point's segment Q_i -> P_i.
 
 1. The *corner fit*: the GCM for the gap i = 0 (test point first) is an isotonic
-   regression, computed by the shared PAV (:func:`jaxcal._isotonic.pava`); its block
+   regression, computed by the shared PAV (``pava()``); its block
    ends are the GCM's corners.
 2. A sweep over the gaps i = 0..U keeps the GCM's corners from the last corner at or
    left of Q_i onwards on a stack (leftmost on top): p1(i) is the slope of the top
@@ -38,9 +38,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxcal._checks import check_option
-from jaxcal._isotonic import pava, sorted_groups
-from jaxcal._numerics import compute_dtype, safe_divide, vary_like
+from jaxcal._core.checks import check_option
+from jaxcal._core.isotonic import pava, sorted_groups
+from jaxcal._core.numerics import compute_dtype, safe_divide, vary_like
 from jaxcal.calibrators._base import Calibrator, from_kernels
 from jaxcal.calibrators._implicit import not_differentiable
 from jaxcal.calibrators._inputs import (
@@ -196,12 +196,12 @@ def venn_abers(*, inputs: str = "probs", multiclass: bool = False) -> Calibrator
     interval holds the calibrated probability (Venn predictors are valid: perfectly
     calibrated in the sense of Vovk & Petej). ``apply`` returns the log-loss merge
     ``p = p1 / (1 - p0 + p1)`` (the package ``venn-abers``'s ``p_prime``);
-    :func:`venn_abers_interval` returns ``(p0, p1)``.
+    :func:`~jaxcal.calibrators.venn_abers_interval` returns ``(p0, p1)``.
 
     Fit: the scores are sorted once, equal scores (exact ties) form one group, and p0, p1
     are computed for every gap between distinct scores by the O(n) sweep of Vovk, Petej
     & Fedorova (2015) over the cumulative sum diagram, started from the isotonic "corner
-    fit" of the shared PAV (see :mod:`jaxcal.calibrators._venn_abers`). Apply: one binary
+    fit" of the shared PAV (see ``jaxcal/calibrators/_venn_abers.py``). Apply: one binary
     search per test score. Both jit and vmap. The scores are only ranked, so
     ``inputs="logits"`` gives the same answer as their sigmoids.
 
@@ -214,10 +214,10 @@ def venn_abers(*, inputs: str = "probs", multiclass: bool = False) -> Calibrator
     fitted on ``(p_k, labels == k)``, each class's merged probability computed, and each
     row divided by its sum (a row of zeros keeps its input probabilities).
 
-    Why ``(p0, p1)`` is not part of ``apply``'s output: a :class:`Calibrator`'s ``apply``
+    Why ``(p0, p1)`` is not part of ``apply``'s output: a :class:`~jaxcal.calibrators.Calibrator`'s ``apply``
     returns probabilities, which the reductions, the report's cross-fitting and every
     metric consume; a tuple there would break them all. The interval comes from the same
-    params through :func:`venn_abers_interval`.
+    params through :func:`~jaxcal.calibrators.venn_abers_interval`.
 
     Args:
       inputs: ``"probs"`` or ``"logits"`` (binary), ``"probs"``, ``"logits"`` or

@@ -2,7 +2,7 @@
 
 Every check here runs before a file is read or a kernel traced, so a wrong argument or an
 unwritable ``--json`` / ``--plot`` destination costs no computation and prints one line
-(an :class:`~jaxcal.cli._io.InputError`, exit code 2).
+(an ``InputError``, exit code 2).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Almost all of a first ``jaxcal report`` is XLA compiling its kernels, and almost all of a
 second one would be tracing and lowering them again. The command line keeps the
-compiled executables themselves (:mod:`jaxcal.cli._kernels`: each input shape's report,
+compiled executables themselves (``jaxcal/cli/_kernels.py``: each input shape's report,
 and with ``--fit`` the uncalibrated scores and each calibrator's cross-fit) in
 ``kernels/`` of:
 
@@ -15,9 +15,9 @@ turn it off. (It was opt-in while a binary model's stored report crashed the pro
 loaded it, SIGSEGV: jaxlib fills its LAPACK custom-call targets only when JAX first lowers
 a linalg op, which a process that only loads executables never does. ``_kernels._load``
 now fills them first; only executables whose custom calls are all on an allow-list, those
-LAPACK targets, are stored (:func:`jaxcal.cli._kernels.storable_targets`: a Python host
+LAPACK targets, are stored (``storable_targets()``: a Python host
 callback, as in the sorts of N >= 1024 rows, is compiled again in each run); and every
-kernel kind round-trips through a fresh process: tests/test_cli_cache.py.) The streamed
+kernel kind round-trips through a fresh process: tests/cli/test_cache.py.) The streamed
 report (Parquet, ``--stream``) and ``--by``, ``--plot`` compile with plain ``jax.jit``
 and store nothing. Entries are keyed by the program, the compiler options, the versions
 and the machine, so deleting the folder is always safe (the next run compiles again).

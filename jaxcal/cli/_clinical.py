@@ -4,7 +4,7 @@ Calibration slope and intercept and calibration-in-the-large with Wald intervals
 (:func:`jaxcal.stats.calibration_slope_intercept`), the integrated calibration index and
 its quantiles (:func:`jaxcal.ici`, loess as Austin & Steyerberg), and the Hosmer-Lemeshow
 test (:func:`jaxcal.stats.hosmer_lemeshow_test`). Self-contained: the report calls
-:func:`clinical_numbers` inside its jitted kernel and :func:`print_clinical` after the
+``clinical_numbers()`` inside its jitted kernel and ``print_clinical()`` after the
 tests.
 """
 

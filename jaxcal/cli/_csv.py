@@ -43,7 +43,7 @@ class CsvError(Exception):
 
 
 def read_header(path: Path) -> list[str]:
-    """The header row's names (stripped), BOM removed; :class:`CsvError` if none."""
+    """The header row's names (stripped), BOM removed; ``CsvError`` if none."""
     try:
         with open(path, newline="", encoding=ENCODING) as f:
             for row in csv.reader(f):

@@ -146,7 +146,7 @@ def start_fit(model: Model, *, n_bins: int, n_folds: int, seed: int) -> dict:
 
 
 def finish_fit(raw: dict) -> dict:
-    """Host floats of :func:`start_fit`'s arrays, in the shape of the JSON schema."""
+    """Host floats of ``start_fit()``'s arrays, in the shape of the JSON schema."""
     results = {
         k: {m: float(v[m]) for m in ("ece", "log_loss", "brier", "accuracy")}
         for k, v in raw["results"].items()

@@ -1,7 +1,7 @@
 """Writing ``jaxcal report``'s results: the table on stdout, the JSON document, the figure.
 
 The table and the JSON document are built from the host floats of
-:func:`jaxcal.cli._report.compute_report` and :func:`jaxcal.cli._fit.compute_fit`; the
+``compute_report()`` and ``compute_fit()``; the
 figure (``--plot``, matplotlib imported only then) from the models' predictions.
 """
 
@@ -159,7 +159,7 @@ def _json_safe(x):
 
 
 def report_json(models: list[Model], results: list[dict], settings: dict) -> dict:
-    """The ``--json`` document (schema in ``jaxcal report --help``: :mod:`jaxcal.cli._main`)."""
+    """The ``--json`` document (schema in ``jaxcal report --help``: ``jaxcal/cli/_main.py``)."""
     return _json_safe(
         {
             "schema": "jaxcal.report/1",

@@ -1,8 +1,8 @@
 """Reading ``jaxcal report``'s inputs: ``.npz``, ``.npy`` and ``.csv`` files, and the demo.
 
-Every problem with a file is an :class:`InputError` naming the file and what was wrong
+Every problem with a file is an ``InputError`` naming the file and what was wrong
 (the command prints it on one line and exits with code 2). The formats are described in
-``jaxcal report --help`` (:mod:`jaxcal.cli._main`).
+``jaxcal report --help`` (``jaxcal/cli/_main.py``).
 """
 
 from __future__ import annotations

@@ -3,15 +3,15 @@
 A first ``jaxcal report`` is almost all compilation, and a second one would be almost
 all tracing and lowering the same large graphs again (JAX's persistent compilation
 cache skips only the XLA compilation: its key is the lowered program). A
-:class:`Kernel` therefore keeps each compiled executable itself on disk
+``Kernel`` therefore keeps each compiled executable itself on disk
 (``jax.experimental.serialize_executable``), keyed by everything the program depends on
 (the kernel's name, argument shapes and static options, compiler options, a digest of
 jaxcal's source, the jax/jaxlib versions, the backend and the CPU's features, JAX's
 configuration and ``XLA_FLAGS``), so that a later run loads it without tracing. Any
 problem reading an entry falls back to compiling; entries are written atomically and
-the oldest are pruned beyond :data:`MAX_ENTRIES`. An executable that cannot be serialised
+the oldest are pruned beyond ``MAX_ENTRIES``. An executable that cannot be serialised
 (host callbacks, captured constants), that calls a custom-call target a loading process
-might not have ready (:func:`storable_targets`), or that JAX read from its own persistent
+might not have ready (``storable_targets()``), or that JAX read from its own persistent
 cache (written out again it fails at run time on XLA:CPU: "Function ... not found"), is
 simply not stored.
 
@@ -226,14 +226,14 @@ def _initialize_lapack() -> None:
 
 @cache
 def storable_targets() -> frozenset[str]:
-    """The custom-call targets a stored executable may call: those :func:`_load` makes ready.
+    """The custom-call targets a stored executable may call: those ``_load()`` makes ready.
 
     An allow-list: a fresh process that only loads executables has lowered nothing, so a
     target that JAX or jaxlib registers or fills on first use may be unset there. jaxlib
     registers its ``lapack_*`` targets when JAX is imported but fills them only when a
-    linalg op is lowered; :func:`_load` fills them first, so they are allowed (where the
+    linalg op is lowered; ``_load()`` fills them first, so they are allowed (where the
     private module exists). Everything else (the Python host callbacks of
-    :mod:`jaxcal._sort` at N >= 1024, ``jax.experimental.sparse``'s targets, registered
+    ``jaxcal/_core/sort.py`` at N >= 1024, ``jax.experimental.sparse``'s targets, registered
     when that module is imported, a target a later jaxlib adds) is compiled again in each
     process instead of stored. XLA's own runtime calls are not custom calls.
     """

@@ -62,7 +62,7 @@ JAX computation, so a second model of the same shape costs no compilation.
 column (any text) or of an ``.npz`` key split the samples; each segment gets the Kuiper
 test of its cumulative differences (:func:`jaxcal.stats.multicalibration_error`, one sort
 for all), listed by Holm-adjusted p-value, with the family-wise p-value; the JSON gains a
-``"segments"`` entry per model (schema in :mod:`jaxcal.cli._segments`).
+``"segments"`` entry per model (schema in ``jaxcal/cli/_segments.py``).
 
 Probabilities rounded on export (rows that miss 1 by more than the tolerance) are
 refused; ``--renormalize`` divides each row by its sum first (the metrics'

@@ -2,7 +2,7 @@
 
 ``np.load(path.npz)`` ignores ``mmap_mode`` and reads every member it is asked for into
 memory, through a zip stream. ``np.savez`` stores its members uncompressed, so each is an
-``.npy`` file at a known offset inside the archive: :func:`read_member` maps it read-only
+``.npy`` file at a known offset inside the archive: ``read_member()`` maps it read-only
 (:class:`numpy.memmap`), and the pages are read when used (and can be dropped again by
 the system), so loading costs no copy. Compressed members (``np.savez_compressed``) and
 Fortran-ordered arrays fall back to ``np.load``'s copy. Pickled (object) arrays are refused

@@ -7,7 +7,7 @@ fine-histogram state (``--bins`` times enough to reach 4096 buckets) and, with
 ``--resamples B`` (0 for none), B Poisson-bootstrap replicates keyed by the row number
 (seed ``--seed``), so memory is a few batches plus the states whatever the file size,
 and the intervals do not depend on the batching. The replicates are summaries
-(:mod:`jaxcal.streaming._summary`: each one's state at ``--bins`` and the buckets of the
+(``jaxcal/streaming/_summary.py``: each one's state at ``--bins`` and the buckets of the
 ECE's view, what the intervals read), B x 127 KB at K = 10 where whole states were
 B x 3.3 MB. The metrics are those of the in-memory
 report that a stream can give: the binned ECEs, MCE, the Brier score, its decomposition
@@ -33,7 +33,7 @@ import numpy as np
 
 import jaxcal
 from jaxcal import streaming
-from jaxcal._binning import BinStats
+from jaxcal._core.binning import BinStats
 from jaxcal.cli._format import _cells, _json_safe, _num, _table
 from jaxcal.cli._io import InputError, _select, label_column
 from jaxcal.cli._report import CONFIDENCE, CORP_ROWS, DECOMPOSITION, ROW_ORDER, metric_specs
@@ -105,7 +105,7 @@ def state_metrics(
     """Every streamed metric of one state (works under ``vmap`` over replicates).
 
     ``cells``: the buckets of the ECE's view when ``state`` is kept at ``n_bins`` only (a
-    summary replicate, :func:`replicate_metrics`); None reads them from ``state``.
+    summary replicate, ``replicate_metrics()``); None reads them from ``state``.
     """
     out = streaming.compute(state, n_bins=n_bins)
     top_sums, class_sums, totals = (

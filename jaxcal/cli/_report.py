@@ -177,7 +177,7 @@ def start_report(model: Model, *, n_bins: int, n_resamples: int, seed: int) -> d
 
 
 def finish_report(raw: dict) -> dict:
-    """Host floats of :func:`start_report`'s arrays, in the shape of the JSON schema."""
+    """Host floats of ``start_report()``'s arrays, in the shape of the JSON schema."""
     raw = jax.device_get(raw)
     metrics, tests = {}, {}
     clinical = to_host(raw.pop("clinical")) if "clinical" in raw else None

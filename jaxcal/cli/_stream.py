@@ -1,10 +1,10 @@
 """``jaxcal report --stream`` on ``.npz`` and ``.npy`` files: the arrays as a stream.
 
 The arrays are memory-mapped (``.npz`` members stored uncompressed, by
-:mod:`jaxcal.cli._npz`; ``.npy`` files by ``np.load(mmap_mode="r")``), checked on the host
-in row chunks (:mod:`jaxcal.cli._validate`: nothing is compiled for a malformed file), and
+``jaxcal/cli/_npz.py``; ``.npy`` files by ``np.load(mmap_mode="r")``), checked on the host
+in row chunks (``jaxcal/cli/_validate.py``: nothing is compiled for a malformed file), and
 fed to :func:`jaxcal.streaming.array_state` a batch at a time, so the report of
-:mod:`jaxcal.cli._parquet` runs on them in memory of one batch plus the states, whatever N.
+``jaxcal/cli/_parquet.py`` runs on them in memory of one batch plus the states, whatever N.
 A compressed ``.npz`` member (``np.savez_compressed``) cannot be mapped and is read whole.
 """
 

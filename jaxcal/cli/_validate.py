@@ -4,8 +4,8 @@ A malformed file must cost no computation: the library's checks run on the devic
 (summaries of a jitted pass), which compiles small kernels before it can raise. The
 shapes, NaN, the [0, 1] range, the simplex and the label range are therefore checked
 here on the host, in NumPy, in row chunks (memory: one chunk in float64, whatever N),
-with the library's own messages (:mod:`jaxcal._checks`, given a host summary). Input
-that passes is converted by :func:`jaxcal._checks.check_probs_labels` (its static
+with the library's own messages (``jaxcal/_core/checks.py``, given a host summary). Input
+that passes is converted by ``check_probs_labels()`` (its static
 checks only; with ``--renormalize`` its value checks too, after dividing the rows).
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxcal._checks import (
+from jaxcal._core.checks import (
     _check_int32_range,
     check_labels,
     check_probs_labels,
@@ -28,7 +28,7 @@ CHUNK_ROWS = 1 << 16
 
 
 def _summary(probs: np.ndarray) -> tuple[float, float, float, float]:
-    """(total, min, max, largest |row sum - 1|) as :func:`jaxcal._checks._float_summary`."""
+    """(total, min, max, largest |row sum - 1|) as ``_float_summary()``."""
     total, lo, hi, row_dev = 0.0, np.inf, -np.inf, 0.0
     for start in range(0, probs.shape[0], CHUNK_ROWS):
         chunk = np.asarray(probs[start : start + CHUNK_ROWS], dtype=np.float64)

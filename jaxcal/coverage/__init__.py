@@ -23,10 +23,10 @@ Validation (eager, concrete inputs only; skipped under ``jit``/``vmap``/``grad``
 kernels trust their input): shapes and lengths, empty input, NaN or inf anywhere (MAPIE only
 rejects inf and all-NaN arrays), labels in range, set masks holding 0/1, option ranges, and
 **crossed intervals** (``lower > upper``), which are rejected by every function except
-:func:`regression_mwi_score`; the Winkler score reorders them as MAPIE does. Traced crossed
+:func:`~jaxcal.coverage.regression_mwi_score`; the Winkler score reorders them as MAPIE does. Traced crossed
 intervals get MAPIE's meaning: they never cover, and their width is ``|upper - lower|``.
 
-Sums over samples are XLA's tree-shaped reductions (see :mod:`jaxcal._numerics`; float32
+Sums over samples are XLA's tree-shaped reductions (see ``jaxcal/_core/numerics.py``; float32
 means keep ~1e-6 relative accuracy at large N, tested at N = 1e6) and coverage counts are
 int32, exact.
 

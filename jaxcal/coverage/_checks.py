@@ -1,10 +1,10 @@
 """Validation of the coverage metrics' inputs: intervals, prediction sets, levels, options.
 
 The general checks (floats, finiteness, labels, weights, positive options) come from
-:mod:`jaxcal._checks`; this module adds what is particular to conformal outputs: interval
+``jaxcal/_core/checks.py``; this module adds what is particular to conformal outputs: interval
 bounds that agree in shape and do not cross, boolean set masks, confidence levels (one or
 one per level column) and CWC's ``eta``. Value checks run only on concrete arrays (see
-:mod:`jaxcal._checks`); every error is a ``ValueError`` naming the argument.
+``jaxcal/_core/checks.py``); every error is a ``ValueError`` naming the argument.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._checks import (
+from jaxcal._core.checks import (
     as_float,
     check_finite,
     check_labels,
@@ -23,7 +23,7 @@ from jaxcal._checks import (
     check_weights,
     values_checkable,
 )
-from jaxcal._numerics import compute_dtype
+from jaxcal._core.numerics import compute_dtype
 
 
 def _widest(*dtypes: Any) -> jnp.dtype:

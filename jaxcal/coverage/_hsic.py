@@ -1,6 +1,6 @@
 """HSIC between interval width and coverage, by a one-dimensional fast Gauss transform.
 
-MAPIE's ``hsic``, in O(N) memory instead of three N x N matrices (see :func:`hsic`).
+MAPIE's ``hsic``, in O(N) memory instead of three N x N matrices (see :func:`~jaxcal.coverage.hsic`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._checks import check_positive_float
-from jaxcal._numerics import safe_divide, safe_sqrt, vary_like
-from jaxcal._sort import argsort
+from jaxcal._core.checks import check_positive_float
+from jaxcal._core.numerics import safe_divide, safe_sqrt, vary_like
+from jaxcal._core.sort import argsort
 from jaxcal.coverage._checks import check_intervals
 from jaxcal.coverage._levels import as_levels, is_covered, mask_padding_intervals, squeeze_levels
 

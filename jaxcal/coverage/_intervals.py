@@ -13,8 +13,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcal._checks import values_checkable
-from jaxcal._numerics import safe_divide
+from jaxcal._core.checks import values_checkable
+from jaxcal._core.numerics import safe_divide
 from jaxcal.coverage._checks import check_confidence_level, check_eta, check_intervals
 from jaxcal.coverage._levels import as_levels, is_covered, level_mean, squeeze_levels
 
@@ -129,8 +129,8 @@ def coverage_width_based(
     .. math:: \\mathrm{CWC} = \\Big(1 - \\frac{\\mathrm{MWS}}{\\max_i y_i - \\min_i y_i}\\Big)
               \\exp\\big(-\\eta\\,(\\mathrm{RCS} - (1 - \\alpha))^2\\big)
 
-    with MWS the mean width (:func:`regression_mean_width_score`), RCS the coverage
-    (:func:`regression_coverage_score`) and ``1 - alpha = confidence_level``. This is
+    with MWS the mean width (:func:`~jaxcal.coverage.regression_mean_width_score`), RCS the coverage
+    (:func:`~jaxcal.coverage.regression_coverage_score`) and ``1 - alpha = confidence_level``. This is
     MAPIE's ``coverage_width_based``, which normalises the mean width by the range of the
     targets (Khosravi et al.'s PINAW). The seed document writes ``1 - MWS`` without the
     normalisation; ``normalize=False`` computes that formula literally (only meaningful

@@ -2,8 +2,8 @@
 
 Every kernel works on a level axis: intervals ``(N, L)``, set masks ``(N, K, L)``, one
 level being ``L = 1``. The public functions accept inputs without that axis; the kernels
-add it on entry (:func:`as_levels`, :func:`sets_with_levels`) and drop it from their
-outputs again (:func:`squeeze_levels`), so one code path serves both shapes.
+add it on entry (``as_levels()``, ``sets_with_levels()``) and drop it from their
+outputs again (``squeeze_levels()``), so one code path serves both shapes.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcal._numerics import mask_unweighted, safe_divide
+from jaxcal._core.numerics import mask_unweighted, safe_divide
 
 
 def level_mean(values: jax.Array, weights: jax.Array | None, dtype) -> jax.Array:
     """(Weighted) mean over axis 0 of ``values`` ``(N, L)``; bool values count exactly.
 
-    Float sums are XLA's tree-shaped reductions (see :mod:`jaxcal._numerics`); counts of
+    Float sums are XLA's tree-shaped reductions (see ``jaxcal/_core/numerics.py``); counts of
     bool values are int32, exact.
     """
     n = values.shape[0]

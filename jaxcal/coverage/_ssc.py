@@ -2,9 +2,9 @@
 
 Regression groups are ranks of the widths, cut as ``np.array_split`` cuts the sorted
 samples; a few group boundaries are order statistics found by bisection on the widths'
-bit patterns (:func:`jaxcal._numerics.order_statistics`), more by a stable sort.
+bit patterns (``order_statistics()``), more by a stable sort.
 Classification groups are fixed ranges of the set size. Per-group sums are
-:func:`jaxcal._binning.bin_sums`.
+``bin_sums()``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._binning import bin_sums
-from jaxcal._checks import check_positive_int
-from jaxcal._numerics import order_statistics, safe_divide
-from jaxcal._sort import argsort
+from jaxcal._core.binning import bin_sums
+from jaxcal._core.checks import check_positive_int
+from jaxcal._core.numerics import order_statistics, safe_divide
+from jaxcal._core.sort import argsort
 from jaxcal.coverage._checks import check_intervals, check_set_bins, check_sets
 from jaxcal.coverage._levels import (
     as_levels,
@@ -63,7 +63,7 @@ def _ssc_min(ssc: SizeStratifiedCoverage) -> jax.Array:
 
 # Up to this many group boundaries, ranks are found by bisection on the widths' bit
 # patterns (B - 1 order statistics in 31 / 63 counting passes); beyond, by a full sort
-# (jaxcal._sort: NumPy's on CPU). At 1e6 samples on CPU the two are within ~10 % of each
+# (jaxcal._core.sort: NumPy's on CPU). At 1e6 samples on CPU the two are within ~10 % of each
 # other (the per-group sums dominate both); selection was faster at B = 4, the sort at
 # B = 8 and 17 (benchmarks/compare_revisions.py-style interleaved CPU time, loaded core).
 _SELECT_MAX_BOUNDARIES = 3
@@ -142,7 +142,7 @@ def regression_ssc(
     others ``n // B``. The coverage of each group is reported (Angelopoulos & Bates 2021,
     section 3; MAPIE's ``regression_ssc``). The seed's formula writes the sum over groups of
     these coverages; MAPIE (and this function) return the per-group values, and
-    :func:`regression_ssc_score` their minimum.
+    :func:`~jaxcal.coverage.regression_ssc_score` their minimum.
 
     Differences from MAPIE, on purpose:
 
@@ -160,7 +160,7 @@ def regression_ssc(
 
     Computation: with B <= 4 the group boundaries are the B - 1 order statistics of the
     widths, found by bisection on their bit patterns (no sort); with more groups, a
-    stable sort (:mod:`jaxcal._sort`). Both give the same groups.
+    stable sort (``jaxcal/_core/sort.py``). Both give the same groups.
 
     Args:
       y: ``(N,)`` targets.
@@ -193,7 +193,7 @@ def regression_ssc_score(
 ) -> jax.Array:
     """The smallest size-stratified coverage over the non-empty width groups.
 
-    ``min_b coverage_b`` over the groups of :func:`regression_ssc` (MAPIE's
+    ``min_b coverage_b`` over the groups of :func:`~jaxcal.coverage.regression_ssc` (MAPIE's
     ``regression_ssc_score``: the worst conditional coverage). Same arguments.
 
     Returns:
@@ -285,7 +285,7 @@ def classification_ssc_score(
 ) -> jax.Array:
     """The smallest size-stratified coverage over the non-empty set-size groups.
 
-    ``min_g coverage_g`` over the groups of :func:`classification_ssc` that hold samples
+    ``min_g coverage_g`` over the groups of :func:`~jaxcal.coverage.classification_ssc` that hold samples
     (MAPIE's ``classification_ssc_score``, a ``nanmin``). Same arguments.
 
     Returns:

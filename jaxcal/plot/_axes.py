@@ -1,6 +1,6 @@
 """What both plots share: pyplot on demand, models by name, each Axes' drawing state.
 
-matplotlib is imported by :func:`pyplot` when a plot is drawn, never when jaxcal or
+matplotlib is imported by ``pyplot()`` when a plot is drawn, never when jaxcal or
 :mod:`jaxcal.plot` is imported.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import jax
 
-from jaxcal._bootstrap import check_key
+from jaxcal.stats._resampling.consistency import check_key
 
 # Per main Axes: the histogram Axes beneath it and how many models are drawn on it, so
 # that repeated calls on the same ``ax`` overlay models in new colours.

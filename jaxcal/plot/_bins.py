@@ -16,10 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._checks import check_option, check_probs_labels
-from jaxcal._confidence import confidence_and_correctness
-from jaxcal._ece import ece
-from jaxcal._intervals import consistency_bands, reliability_intervals
+from jaxcal._core.checks import check_option, check_probs_labels
+from jaxcal._core.confidence import confidence_and_correctness
+from jaxcal.metrics._ece import ece
+from jaxcal.stats._resampling.intervals import consistency_bands, reliability_intervals
 
 KINDS = ("confidence", "binary", "classwise")
 

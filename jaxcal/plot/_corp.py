@@ -7,13 +7,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxcal._checks import check_option, check_positive_int
-from jaxcal._corp import corp_curve
-from jaxcal._corp_resampling import BAND_KINDS, corp_bands
-from jaxcal._decomposition import SCORES, score_decomposition
-from jaxcal._murphy import murphy_diagram as murphy_values
+from jaxcal._core.checks import check_option, check_positive_int
+from jaxcal.metrics._corp import corp_curve
+from jaxcal.metrics._corp_decomposition import SCORES, score_decomposition
+from jaxcal.metrics._corp_murphy import murphy_diagram as murphy_values
 from jaxcal.plot._axes import AXES_STATE, as_key, hist_axes, named_models, next_model, pyplot
 from jaxcal.plot._reliability import ReliabilityDiagram
+from jaxcal.stats._resampling.corp import BAND_KINDS, corp_bands
 
 SCORE_NAMES = {"brier": "Brier", "log": "log score"}
 
@@ -109,7 +109,7 @@ def corp_diagram(
       weights: optional ``(N,)`` sample weights.
 
     Returns:
-      :class:`ReliabilityDiagram` ``(figure, ax, hist_ax)``.
+      :class:`~jaxcal.plot.ReliabilityDiagram` ``(figure, ax, hist_ax)``.
 
     Example:
       >>> import matplotlib

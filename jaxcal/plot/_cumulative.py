@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from jaxcal._brownian import log_brownian_max_sf, log_brownian_range_sf
-from jaxcal._checks import check_option, check_positive_int
-from jaxcal._cumulative import calibration_tests, cumulative_differences
+from jaxcal._core.checks import check_option, check_positive_int
 from jaxcal.plot._axes import AXES_STATE, named_models, next_model, pyplot
+from jaxcal.stats._paths.brownian import log_brownian_max_sf, log_brownian_range_sf
+from jaxcal.stats._paths.cumulative import calibration_tests, cumulative_differences
 
 
 def _p_text(p: float, log_p: float) -> str:

@@ -8,15 +8,15 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from jaxcal._binning import check_binning
-from jaxcal._checks import check_option, check_positive_float, check_positive_int
-from jaxcal._intervals import INTERVAL_METHODS
+from jaxcal._core.binning import check_binning
+from jaxcal._core.checks import check_option, check_positive_float, check_positive_int
 from jaxcal.plot._axes import as_key, hist_axes, named_models, next_model, pyplot
 from jaxcal.plot._bins import KINDS, BinSummary, Panel, bin_summary, binary_panels
+from jaxcal.stats._resampling.intervals import INTERVAL_METHODS
 
 
 class ReliabilityDiagram(NamedTuple):
-    """What :func:`reliability_diagram` drew.
+    """What :func:`~jaxcal.plot.reliability_diagram` drew.
 
     Attributes:
       figure: the matplotlib ``Figure``.
@@ -182,7 +182,7 @@ def reliability_diagram(
         every call).
 
     Returns:
-      :class:`ReliabilityDiagram` ``(figure, ax, hist_ax)``.
+      :class:`~jaxcal.plot.ReliabilityDiagram` ``(figure, ax, hist_ax)``.
 
     Example:
       >>> import matplotlib

@@ -1,25 +1,25 @@
 """Streaming and many devices: a mergeable calibration state of per-bin sums.
 
 Every binned calibration metric and the proper scoring rules are functions of a few sums
-over the data (DESIGN.md, "sufficient statistics first"). :class:`CalibrationState` keeps
-exactly those sums, so an evaluation set can be fed batch by batch (:func:`update`, also
+over the data (DESIGN.md, "sufficient statistics first"). :class:`~jaxcal.streaming.CalibrationState` keeps
+exactly those sums, so an evaluation set can be fed batch by batch (:func:`~jaxcal.streaming.update`, also
 inside ``jax.lax.scan``), spread over devices and hosts, and reduced at the end:
 
-* :func:`merge` is elementwise addition of the two states' arrays, hence
+* :func:`~jaxcal.streaming.merge` is elementwise addition of the two states' arrays, hence
   ``jax.lax.psum(state, axis_name)`` inside ``shard_map`` *is* the multi-device merge
   (for states of equal ``exponent``: always, unless weights lie beyond ``2**±64``; see
-  :func:`merge`), and ``jax.jit`` over inputs sharded with ``NamedSharding`` gives the
+  :func:`~jaxcal.streaming.merge`), and ``jax.jit`` over inputs sharded with ``NamedSharding`` gives the
   same numbers (XLA inserts the cross-device sum). Nothing is gathered: the state is O(n_bins x K) numbers
   whatever the number of samples, where torchmetrics and torch-uncertainty keep every
   prediction and all-gather them.
-  Two JAX details: inside ``shard_map``, a ``lax.scan`` carry started from :func:`init`
+  Two JAX details: inside ``shard_map``, a ``lax.scan`` carry started from :func:`~jaxcal.streaming.init`
   must be typed as varying across the mesh axis
   (``jax.lax.pcast(init(...), axis_name, to="varying")``), since each device's sums
   differ; and a sharded ``jit`` needs ``Auto`` mesh axes (GSPMD propagation). With
   ``Explicit`` axes (the default of ``jax.make_mesh`` in recent JAX) every scatter and
   gather would need an explicit output sharding: use ``shard_map`` + ``psum`` there.
-* :func:`compute` turns the sums into the metrics, through the same code as the one-shot
-  functions (``jaxcal._ece.gap_norm`` on ``BinStats``), so that streamed and one-shot
+* :func:`~jaxcal.streaming.compute` turns the sums into the metrics, through the same code as the one-shot
+  functions (``jaxcal.metrics._ece.gap_norm`` on ``BinStats``), so that streamed and one-shot
   values agree to float round-off on the concatenated data.
 
 What the state holds, for M bins and K classes (C the accumulation dtype, float32 by
@@ -43,7 +43,7 @@ default, float64 under ``jax_enable_x64``):
 Numerics:
 
 * Counts are int32, exact up to 2**31 - 1 samples per cell (far past float32's 2**24).
-* Within a batch, sums are blocked then added by a radix tree (``jaxcal._binning.bin_sums``);
+* Within a batch, sums are blocked then added by a radix tree (``jaxcal._core.binning.bin_sums``);
   across batches each sum is accumulated with an error-free transformation (TwoSum) into a
   (high, low) pair. A stream of a million batches is therefore as accurate as one batch:
   the float32 result is within a few ulps of the float64 value, not ``n_batches`` ulps.

@@ -1,4 +1,4 @@
-"""The state as an Arrow table: :func:`to_arrow`, :func:`from_arrow` (needs pyarrow).
+"""The state as an Arrow table: :func:`~jaxcal.streaming.to_arrow`, :func:`~jaxcal.streaming.from_arrow` (needs pyarrow).
 
 A state is a sum of per-cell numbers, which is what every data engine computes with a
 ``GROUP BY``: an engine that produces the table below produces a state jaxcal computes
@@ -31,7 +31,7 @@ Every sample contributes to K ``"class"`` rows and one ``"top"`` row; ``sum_brie
 ``sum_log_loss`` are summed over all rows (jaxcal writes the totals on the first row, an
 engine may write them per group). The schema metadata holds ``jaxcal.schema`` =
 ``jaxcal.state/1`` and the state's layout (``n_bins``, ``resolution``, ``num_classes``,
-``closed``, ``binary``); :func:`from_arrow` takes them from there or from its keywords.
+``closed``, ``binary``); :func:`~jaxcal.streaming.from_arrow` takes them from there or from its keywords.
 The float sums go through float64, so a float32 state's compensated (high, low) pairs
 survive the round trip; they are plain sums (a state's ``exponent`` is applied on
 writing and chosen again, from the total weight, on reading).
@@ -47,7 +47,7 @@ import numpy as np
 from jaxcal.streaming._scale import BAND
 from jaxcal.streaming._state import CalibrationState, check_state, init
 
-#: The schema version written by :func:`to_arrow` and read by :func:`from_arrow`.
+#: The schema version written by :func:`~jaxcal.streaming.to_arrow` and read by :func:`~jaxcal.streaming.from_arrow`.
 SCHEMA = "jaxcal.state/1"
 
 _MOMENTS = ("sum_dev", "sum_dev_sq", "sum_dev_target")
@@ -167,10 +167,10 @@ def from_arrow(
 
     Args:
       table: a ``pyarrow.Table`` (or anything ``pyarrow.table`` accepts).
-      n_bins, num_classes, resolution, closed, binary, dtype: as :func:`init`.
+      n_bins, num_classes, resolution, closed, binary, dtype: as :func:`~jaxcal.streaming.init`.
 
     Returns:
-      :class:`CalibrationState`. The float64 sums are split into the state's compensated
+      :class:`~jaxcal.streaming.CalibrationState`. The float64 sums are split into the state's compensated
       (high, low) pairs, so a float32 state keeps its precision.
 
     Example:

@@ -1,13 +1,13 @@
-"""Fixed-size batches through the state: the loop of :func:`parquet_state` and
-:func:`array_state`.
+"""Fixed-size batches through the state: the loop of :func:`~jaxcal.streaming.parquet_state` and
+:func:`~jaxcal.streaming.array_state`.
 
-:func:`stream_state` adds batches of exactly ``batch_rows`` rows (one compiled shape; the
-last batch padded with copies of its first row at weight 0) to a :class:`CalibrationState`
+``stream_state()`` adds batches of exactly ``batch_rows`` rows (one compiled shape; the
+last batch padded with copies of its first row at weight 0) to a :class:`~jaxcal.streaming.CalibrationState`
 and, optionally, to B Poisson-bootstrap replicates keyed by the row number, so the
 replicates do not depend on where the batches were cut or where the rows came from
-(whole states, or the summaries of :mod:`jaxcal.streaming._summary`: ``replicates=``).
-:func:`array_state` feeds it slices of in-memory or memory-mapped NumPy arrays (no
-pyarrow needed); :mod:`jaxcal.streaming._parquet` feeds it Parquet record batches.
+(whole states, or the summaries of ``jaxcal/streaming/_summary.py``: ``replicates=``).
+:func:`~jaxcal.streaming.array_state` feeds it slices of in-memory or memory-mapped NumPy arrays (no
+pyarrow needed); ``jaxcal/streaming/_parquet.py`` feeds it Parquet record batches.
 Memory is one batch plus the states, whatever the number of rows.
 """
 
@@ -20,36 +20,36 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from jaxcal._checks import check_option
+from jaxcal._core.checks import check_option
 from jaxcal.streaming._poisson import poisson_init, poisson_update
 from jaxcal.streaming._state import CalibrationState, init, update
 from jaxcal.streaming._summary import SummaryReplicates, summary_init, summary_update
 
-#: Rows per batch of :func:`parquet_state` and :func:`array_state` (one compiled shape).
+#: Rows per batch of :func:`~jaxcal.streaming.parquet_state` and :func:`~jaxcal.streaming.array_state` (one compiled shape).
 BATCH_ROWS = 1 << 16
 
-#: What the replicates keep: ``replicates=`` of :func:`array_state` and
-#: :func:`parquet_state`, and the (init, update) pair of each kind.
+#: What the replicates keep: ``replicates=`` of :func:`~jaxcal.streaming.array_state` and
+#: :func:`~jaxcal.streaming.parquet_state`, and the (init, update) pair of each kind.
 REPLICATE_KINDS = {
     "states": (poisson_init, poisson_update),
     "summary": (summary_init, summary_update),
 }
 
-#: One batch for :func:`stream_state`: probabilities ``(R,)`` or ``(R, K)``, labels
+#: One batch for ``stream_state()``: probabilities ``(R,)`` or ``(R, K)``, labels
 #: ``(R,)``, weights ``(R,)`` or None, and the number of real rows (the rest is padding).
 Batch = tuple[np.ndarray, np.ndarray, np.ndarray | None, int]
 
 
 class ParquetStates(NamedTuple):
-    """Result of :func:`parquet_state`, :func:`dask_state` and :func:`array_state`.
+    """Result of :func:`~jaxcal.streaming.parquet_state`, :func:`~jaxcal.streaming.dask_state` and :func:`~jaxcal.streaming.array_state`.
 
-    (Named for the first of them; :func:`array_state` returns the same type, so that a
+    (Named for the first of them; :func:`~jaxcal.streaming.array_state` returns the same type, so that a
     report reads either alike.)
 
     Attributes:
-      state: the :class:`CalibrationState` of every row read.
+      state: the :class:`~jaxcal.streaming.CalibrationState` of every row read.
       replicates: the Poisson-bootstrap replicate states (leading axis B), a
-        :class:`SummaryReplicates` with
+        :class:`~jaxcal.streaming.SummaryReplicates` with
         ``replicates="summary"``, or None.
       rows: the number of rows read (int).
     """
@@ -171,32 +171,32 @@ def array_state(
     :class:`numpy.memmap`, converted to float32 / int32) only when it is added, so memory
     is one batch plus the state whatever N: the whole array is never converted or copied.
     The batches, the padding and the Poisson-bootstrap replicates are those of
-    :func:`parquet_state`, so the same rows give the same states from either source.
+    :func:`~jaxcal.streaming.parquet_state`, so the same rows give the same states from either source.
 
     Args:
       probs: ``(N,)`` positive-class probabilities (a binary state) or ``(N, K)`` rows on
-        the simplex; any float dtype (read as float32, as :func:`parquet_state`).
+        the simplex; any float dtype (read as float32, as :func:`~jaxcal.streaming.parquet_state`).
       labels: ``(N,)`` labels (0/1, bool, or integers in ``[0, K)``).
       weights: optional ``(N,)`` non-negative sample weights.
-      n_bins, resolution, closed: as :func:`init`.
+      n_bins, resolution, closed: as :func:`~jaxcal.streaming.init`.
       n_replicates: B > 0 also carries B Poisson-bootstrap replicates
-        (:func:`poisson_update`), example ids ``first_id + row number``.
+        (:func:`~jaxcal.streaming.poisson_update`), example ids ``first_id + row number``.
       key: the bootstrap's key (required with ``n_replicates``).
       first_id: the id of the first row (a shard of a larger data set starts at its offset).
       batch_rows: rows per batch (one compiled shape).
       progress: called as ``progress(rows_done, N)`` after each batch.
       replicates: ``"states"`` (default): each replicate a whole state at ``resolution``
-        (:func:`poisson_init`); ``"summary"``: only its state at ``n_bins`` and the
+        (:func:`~jaxcal.streaming.poisson_init`); ``"summary"``: only its state at ``n_bins`` and the
         buckets of :func:`jaxcal.ece`'s view
-        (:class:`SummaryReplicates`, what ``jaxcal report``'s intervals need: B x 127 KB
+        (:class:`~jaxcal.streaming.SummaryReplicates`, what ``jaxcal report``'s intervals need: B x 127 KB
         instead of B x 3.3 MB at K = 10, R = 4110; ``poisson_interval(out.replicates.
-        states)`` gives the intervals of every :func:`compute` metric).
+        states)`` gives the intervals of every :func:`~jaxcal.streaming.compute` metric).
 
     Returns:
-      :class:`ParquetStates` ``(state, replicates, rows)``; ``rows`` is N.
+      :class:`~jaxcal.streaming.ParquetStates` ``(state, replicates, rows)``; ``rows`` is N.
 
     Raises:
-      ValueError: mismatched or wrong shapes, or (per batch, as :func:`update`) values
+      ValueError: mismatched or wrong shapes, or (per batch, as :func:`~jaxcal.streaming.update`) values
         outside the valid range.
 
     Example:

@@ -8,7 +8,7 @@ states and the Arrow table share it.
   edges kR/M (the same rationals, hence the same values rounded to any dtype), so every
   sample's coarse bin is its bucket's; counts, weights and sums add up. The moments of
   the Brier decomposition are deviations from the *bucket's* anchor a_j (its centre; 0
-  and 1 for the end buckets, :func:`jaxcal._binning.bin_anchors`); re-anchored on the
+  and 1 for the end buckets, ``bin_anchors()``); re-anchored on the
   coarse bin's anchor A_b (shift delta = a_j - A_b, |delta| <= 1/M) they become
   sum d' = sum d + delta W, sum d'^2 = sum d^2 + 2 delta sum d + delta^2 W and
   sum d' y = sum d y + delta T, exact identities (round-off only).
@@ -18,7 +18,7 @@ states and the Arrow table share it.
   with exact quantile edges.
 * **PAV over buckets**: the isotonic fit of the outcomes on the bucket order is the exact
   CORP fit of the forecasts rounded to their bucket (PAV sees only the order and the
-  sums), computed by :func:`jaxcal._isotonic.pooled_pava` on the non-empty buckets.
+  sums), computed by ``pooled_pava()`` on the non-empty buckets.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxcal._binning import uniform_anchors
-from jaxcal._isotonic import pooled_pava
+from jaxcal._core.binning import uniform_anchors
+from jaxcal._core.isotonic import pooled_pava
 
 
 def anchors(n: int, dtype) -> jax.Array:
-    """The anchors of n uniform bins, computed by :func:`jaxcal._binning.uniform_anchors`
+    """The anchors of n uniform bins, computed by ``uniform_anchors()``
     (float32 arithmetic, then cast), so the shifts match the update's offsets."""
     return uniform_anchors(n)(jnp.arange(n, dtype=jnp.int32)).astype(dtype)
 

@@ -1,4 +1,4 @@
-"""A ``clu.metrics.Metric`` adapter of :class:`CalibrationState` (duck-typed: neither clu
+"""A ``clu.metrics.Metric`` adapter of :class:`~jaxcal.streaming.CalibrationState` (duck-typed: neither clu
 nor flax is imported)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import jax
 
-from jaxcal._checks import check_option
-from jaxcal._ece import check_norm
+from jaxcal._core.checks import check_option
+from jaxcal.metrics._ece import check_norm
 from jaxcal.streaming._merge import merge, merge_stacked
 from jaxcal.streaming._model_output import model_output_batch
 from jaxcal.streaming._state import OUTPUTS, CalibrationState, compute, init, update
@@ -17,9 +17,9 @@ from jaxcal.streaming._state import OUTPUTS, CalibrationState, compute, init, up
 
 @dataclasses.dataclass(frozen=True)
 class CalibrationMetric:
-    """A ``clu.metrics.Metric``-style wrapper of :class:`CalibrationState`.
+    """A ``clu.metrics.Metric``-style wrapper of :class:`~jaxcal.streaming.CalibrationState`.
 
-    Make a configured class with :func:`clu_metric`; instances hold one ``state`` field and
+    Make a configured class with :func:`~jaxcal.streaming.clu_metric`; instances hold one ``state`` field and
     are pytrees. They follow clu's protocol without importing clu or flax:
     ``empty()``, ``from_model_output(**model_output)``, ``merge(other)``, ``reduce()``
     (sums a leading device axis, as after ``jax.lax.all_gather``) and ``compute()``, so
@@ -27,7 +27,7 @@ class CalibrationMetric:
     and through ``gather_from_model_output`` in Flax evaluation loops.
 
     Attributes:
-      state: the :class:`CalibrationState` of the batches seen so far.
+      state: the :class:`~jaxcal.streaming.CalibrationState` of the batches seen so far.
     """
 
     state: CalibrationState
@@ -99,17 +99,17 @@ def clu_metric(
     output: str | None = None,
     norm: str = "l1",
 ) -> type[CalibrationMetric]:
-    """A :class:`CalibrationMetric` class configured for ``n_bins`` bins and K classes.
+    """A :class:`~jaxcal.streaming.CalibrationMetric` class configured for ``n_bins`` bins and K classes.
 
     Args:
-      n_bins, num_classes, closed, binary: as :func:`init`.
-      output: ``None`` (``compute()`` returns the whole dict of :func:`compute`) or one of
+      n_bins, num_classes, closed, binary: as :func:`~jaxcal.streaming.init`.
+      output: ``None`` (``compute()`` returns the whole dict of :func:`~jaxcal.streaming.compute`) or one of
         its keys (``compute()`` returns that 0-d array, which clu's ``compute_value`` and
         ``Collection.compute_values`` need).
-      norm: passed to :func:`compute`.
+      norm: passed to :func:`~jaxcal.streaming.compute`.
 
     Returns:
-      A subclass of :class:`CalibrationMetric`, registered as a pytree.
+      A subclass of :class:`~jaxcal.streaming.CalibrationMetric`, registered as a pytree.
 
     Example:
       >>> import jax.numpy as jnp

@@ -1,7 +1,7 @@
 """CORP curve, score decomposition and isotonic fit from a state's buckets.
 
 Pool-adjacent-violators sees only the order of the forecasts and the sums of each group,
-so PAV over a state's R buckets (:func:`jaxcal.streaming._buckets.bucket_pav`) is exactly
+so PAV over a state's R buckets (``bucket_pav()``) is exactly
 the CORP fit (Dimitriadis, Gneiting & Jordan 2021) of the forecasts rounded to their
 bucket. It equals CORP on the raw forecasts when no bucket holds two distinct forecasts
 (e.g. forecasts on a grid of R); otherwise the pooling within buckets can only raise the
@@ -9,9 +9,9 @@ recalibrated score (the fit is constrained to be flat within buckets): the bucke
 DSC are both at most the exact ones, short by the same amount, the discrimination left
 inside the buckets, which vanishes as R grows.
 
-:func:`corp_from_sums` takes plain bucket sums, so any producer of per-bucket weights and
+``corp_from_sums()`` takes plain bucket sums, so any producer of per-bucket weights and
 outcome sums (an engine's ``GROUP BY``) can share it; the decomposition's terms are
-:mod:`jaxcal._decomposition`'s (those of :func:`jaxcal.score_decomposition`).
+``jaxcal/metrics/_corp_decomposition.py``'s (those of :func:`jaxcal.score_decomposition`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxcal._checks import check_option
-from jaxcal._decomposition import SCORES, ScoreDecomposition, assemble, group_terms
-from jaxcal._isotonic import IsotonicParams
-from jaxcal._numerics import safe_divide
+from jaxcal._core.checks import check_option
+from jaxcal._core.isotonic import IsotonicParams
+from jaxcal._core.numerics import safe_divide
+from jaxcal.metrics._corp_decomposition import SCORES, ScoreDecomposition, assemble, group_terms
 from jaxcal.streaming._buckets import bucket_pav
 from jaxcal.streaming._scale import unscaled
 from jaxcal.streaming._state import CalibrationState, check_state, value_of
@@ -33,7 +33,7 @@ from jaxcal.streaming._views import main_cells
 
 
 class BucketCorp(NamedTuple):
-    """The CORP curve of a state's buckets (:func:`corp_curve`), ``(R,)`` buffers.
+    """The CORP curve of a state's buckets (:func:`~jaxcal.streaming.corp_curve`), ``(R,)`` buffers.
 
     Attributes:
       forecasts: mean forecast of each non-empty bucket, increasing; entries from
@@ -57,7 +57,7 @@ def corp_from_sums(
     """CORP curve from per-bucket sums ``(R,)`` in increasing order of forecast.
 
     The knots are the non-empty buckets, at their mean forecast; the calibrated values
-    are :func:`jaxcal._isotonic.pava` of the bucket means weighted by the bucket weights.
+    are ``pava()`` of the bucket means weighted by the bucket weights.
     """
     order, calibrated = bucket_pav(weight, sum_target)
     size = jnp.sum(weight > 0, dtype=jnp.int32)
@@ -109,7 +109,7 @@ def _decomposition_kernel(state, score):
 
 
 def decomposition_of_cells(cells, totals, score: str) -> ScoreDecomposition:
-    """:func:`corp_decomposition` of the view's R buckets ``cells`` (fields ``(R,)``) and
+    """:func:`~jaxcal.streaming.corp_decomposition` of the view's R buckets ``cells`` (fields ``(R,)``) and
     a state's compensated ``totals`` ``(3,)`` (weight, Brier sum, log-loss sum)."""
     curve = corp_from_sums(*cells)
     total = totals[0]
@@ -122,14 +122,14 @@ def corp_decomposition(state: CalibrationState, *, score: str = "brier") -> Scor
 
     S is the mean Brier score or log loss of the forecasts (exact, from the state's
     per-sample sums: :func:`jaxcal.brier_score`, :func:`jaxcal.log_loss`); the
-    recalibrated score is that of :func:`corp_curve`'s values, sum_j (W_j / W) e(c_j)
+    recalibrated score is that of :func:`~jaxcal.streaming.corp_curve`'s values, sum_j (W_j / W) e(c_j)
     with e(c) = c(1 - c) (Brier) or the binary entropy (log); UNC = e(base rate); the
     terms are those of :func:`jaxcal.score_decomposition` (``method="corp"``). Exact
     CORP for forecasts that a bucket never mixes; otherwise MCB and DSC are both at most
     the exact CORP values, short by the same amount (module docstring).
 
     Args:
-      state: a binary :class:`CalibrationState` (``init(..., binary=True)``).
+      state: a binary :class:`~jaxcal.streaming.CalibrationState` (``init(..., binary=True)``).
       score: ``"brier"`` or ``"log"``.
 
     Returns:
@@ -170,7 +170,7 @@ def isotonic_params(state: CalibrationState) -> IsotonicParams:
     The parameters of :func:`jaxcal.calibrators.isotonic` (``apply`` interpolates
     linearly between the points and clips to the end ones, as scikit-learn's
     ``IsotonicRegression``), fitted on (bucket mean forecast, bucket mean outcome) with
-    the bucket weights: the :func:`corp_curve` points. Binary states calibrate the
+    the bucket weights: the :func:`~jaxcal.streaming.corp_curve` points. Binary states calibrate the
     positive class; multiclass ones the top-label confidence (for
     :func:`jaxcal.calibrators.top_label`-style use).
 

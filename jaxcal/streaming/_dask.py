@@ -1,9 +1,9 @@
 """Dask: the Parquet stream of each file of a dataset on a worker, merged by addition.
 
 The state is a sum, so a dataset split into files is reduced as a tree of
-:func:`merge` calls over the per-file states; each file's rows keep their global row
+:func:`~jaxcal.streaming.merge` calls over the per-file states; each file's rows keep their global row
 numbers as Poisson-bootstrap ids (the offsets come from the Parquet footers), so the
-numbers are those of one process reading everything (:func:`parquet_state`). Needs the
+numbers are those of one process reading everything (:func:`~jaxcal.streaming.parquet_state`). Needs the
 optional extra ``jaxcal[dask]`` (``dask[distributed]``) and pyarrow.
 """
 
@@ -34,18 +34,18 @@ def _merge(a: ParquetStates, b: ParquetStates) -> ParquetStates:
 def dask_state(
     source: Any, *, client: Any = None, key: jax.Array | None = None, **options: Any
 ) -> ParquetStates:
-    """:func:`parquet_state` of a dataset's files on a Dask cluster, merged.
+    """:func:`~jaxcal.streaming.parquet_state` of a dataset's files on a Dask cluster, merged.
 
     One task per file (with its first row number as ``first_id``), then a binary tree of
-    merges; the result equals :func:`parquet_state` of the whole dataset in one process
+    merges; the result equals :func:`~jaxcal.streaming.parquet_state` of the whole dataset in one process
     (counts exactly, sums to float round-off; with ``n_replicates`` the same bootstrap
     weights, keyed by the global row number).
 
     Args:
       source: a folder of Parquet files, a list of paths or a ``pyarrow.dataset.Dataset``.
       client: a ``distributed.Client`` (default: dask's current scheduler).
-      key: the bootstrap's key, as :func:`parquet_state`.
-      **options: the other keywords of :func:`parquet_state` (``probs``, ``labels``,
+      key: the bootstrap's key, as :func:`~jaxcal.streaming.parquet_state`.
+      **options: the other keywords of :func:`~jaxcal.streaming.parquet_state` (``probs``, ``labels``,
         ``n_bins``, ``n_replicates``, ...), except ``first_id`` and ``progress``.
 
     Example:

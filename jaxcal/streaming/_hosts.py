@@ -1,7 +1,7 @@
 """Merging states across the processes of a multi-host JAX program.
 
 On one host, ``jax.lax.psum`` inside ``shard_map`` merges the states of devices. Across
-hosts (``jax.distributed.initialize``), :func:`process_merge` sums every process's state
+hosts (``jax.distributed.initialize``), :func:`~jaxcal.streaming.process_merge` sums every process's state
 with one all-reduce: each process contributes its state as one row of a global array on
 a mesh of one device per process, and a jitted sum over that axis (replicated output)
 makes XLA insert the cross-process reduction (Gloo on CPU, NCCL on GPU).

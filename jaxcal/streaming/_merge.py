@@ -1,6 +1,6 @@
-"""Merging states: :func:`merge` of two, :func:`merge_stacked` of a stack of them.
+"""Merging states: :func:`~jaxcal.streaming.merge` of two, ``merge_stacked()`` of a stack of them.
 
-States of different exponents (:mod:`jaxcal.streaming._scale`) are brought to the larger
+States of different exponents (``jaxcal/streaming/_scale.py``) are brought to the larger
 one before their arrays are added.
 """
 
@@ -19,7 +19,7 @@ def merge(a: CalibrationState, b: CalibrationState) -> CalibrationState:
     """The state of the concatenated streams: elementwise addition of every array.
 
     Associative and commutative (up to float round-off in the sums; counts exactly), with
-    :func:`init` as the identity. States of different ``exponent`` (weights beyond
+    :func:`~jaxcal.streaming.init` as the identity. States of different ``exponent`` (weights beyond
     ``[2**-65, 2**64)``) are first brought to the larger one (exact powers of two).
     Because it is otherwise a plain sum, ``jax.lax.psum(state, axis_name)`` is the same
     merge across the devices of a mesh axis whenever every device's ``exponent`` is 0

@@ -11,7 +11,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcal._numerics import compute_dtype
+from jaxcal._core.numerics import compute_dtype
 
 
 def model_output_batch(

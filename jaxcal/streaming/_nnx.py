@@ -1,7 +1,7 @@
-"""A ``flax.nnx.Metric`` of :class:`CalibrationState`: :func:`nnx_metric`.
+"""A ``flax.nnx.Metric`` of :class:`~jaxcal.streaming.CalibrationState`: :func:`~jaxcal.streaming.nnx_metric`.
 
 flax is an optional extra (``pip install "jaxcal[flax]"``): it is imported on the first
-call of :func:`nnx_metric`, never by ``import jaxcal``. The methods live in a plain mixin
+call of :func:`~jaxcal.streaming.nnx_metric`, never by ``import jaxcal``. The methods live in a plain mixin
 here; the class that also subclasses ``flax.nnx.Metric`` is built once, on that first call.
 """
 
@@ -13,15 +13,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcal._checks import check_option
-from jaxcal._ece import check_norm
+from jaxcal._core.checks import check_option
+from jaxcal.metrics._ece import check_norm
 from jaxcal.streaming._merge import merge
 from jaxcal.streaming._model_output import model_output_batch
 from jaxcal.streaming._state import OUTPUTS, compute, init, update
 
 
 class _CalibrationNNXMetric:
-    """A ``flax.nnx.Metric`` over a :class:`CalibrationState` (made by :func:`nnx_metric`).
+    """A ``flax.nnx.Metric`` over a :class:`~jaxcal.streaming.CalibrationState` (made by :func:`~jaxcal.streaming.nnx_metric`).
 
     ``reset()``, ``update(**model_output)`` and ``compute()`` follow the protocol of
     ``flax.nnx.metrics`` (``Average``, ``Accuracy``), so it goes into an
@@ -29,14 +29,14 @@ class _CalibrationNNXMetric:
 
     Attributes:
       state: an ``nnx.metrics.MetricState`` variable holding the
-        :class:`CalibrationState` of the batches seen since the last ``reset``
+        :class:`~jaxcal.streaming.CalibrationState` of the batches seen since the last ``reset``
         (``state.get_value()``).
-      output: ``None`` or the key of :func:`compute`'s dict that ``compute()`` returns.
-      norm: the norm passed to :func:`compute`.
+      output: ``None`` or the key of :func:`~jaxcal.streaming.compute`'s dict that ``compute()`` returns.
+      norm: the norm passed to :func:`~jaxcal.streaming.compute`.
     """
 
     def __init__(self, n_bins, num_classes, closed, binary, output, norm) -> None:
-        """Use :func:`nnx_metric`, which documents the arguments and their defaults."""
+        """Use :func:`~jaxcal.streaming.nnx_metric`, which documents the arguments and their defaults."""
         from flax import nnx  # the optional extra, already imported by _metric_class
 
         state = init(n_bins, num_classes, closed=closed, binary=binary)  # validates them
@@ -75,7 +75,7 @@ class _CalibrationNNXMetric:
         self.state.set_value(merge(self.state.get_value(), other.state.get_value()))
 
     def compute(self) -> Any:
-        """:func:`compute`'s dict of the data so far, or its entry ``output``."""
+        """:func:`~jaxcal.streaming.compute`'s dict of the data so far, or its entry ``output``."""
         out = compute(self.state.get_value(), norm=self.norm)
         return out if self.output is None else out[self.output]
 
@@ -106,17 +106,17 @@ def nnx_metric(
     output: str | None = None,
     norm: str = "l1",
 ) -> Any:
-    """A ``flax.nnx.Metric`` of calibration, backed by a :class:`CalibrationState`.
+    """A ``flax.nnx.Metric`` of calibration, backed by a :class:`~jaxcal.streaming.CalibrationState`.
 
     The metric keeps the state in an ``nnx.metrics.MetricState`` variable and follows
     ``flax.nnx.metrics``' protocol, mutating in place as ``nnx.metrics.Accuracy`` does:
 
     * ``update(*, labels, probs=None | logits=None, mask=None, weights=None, **_)`` adds
-      a batch (:func:`update`); logits go through a softmax (a sigmoid when ``binary``),
+      a batch (:func:`~jaxcal.streaming.update`); logits go through a softmax (a sigmoid when ``binary``),
       rows with a False ``mask`` are ignored (their weight is 0), other keyword arguments
       (``loss``, ...) are ignored, so one ``nnx.MultiMetric.update`` call feeds it and
       ``nnx.metrics.Accuracy`` alike;
-    * ``compute()`` gives :func:`compute`'s dict (or its entry ``output``), each value
+    * ``compute()`` gives :func:`~jaxcal.streaming.compute`'s dict (or its entry ``output``), each value
       equal to the one-shot jaxcal function on the concatenated batches;
     * ``reset()`` zeroes the sums; ``merge(other)`` adds another metric's data.
 
@@ -125,10 +125,10 @@ def nnx_metric(
     (eager) calls, as everywhere in jaxcal. Batches of one shape compile once.
 
     Args:
-      n_bins, num_classes, closed, binary: as :func:`init`.
-      output: ``None`` (``compute()`` returns the whole dict of :func:`compute`) or one of
+      n_bins, num_classes, closed, binary: as :func:`~jaxcal.streaming.init`.
+      output: ``None`` (``compute()`` returns the whole dict of :func:`~jaxcal.streaming.compute`) or one of
         its keys (``compute()`` returns that 0-d array).
-      norm: passed to :func:`compute`.
+      norm: passed to :func:`~jaxcal.streaming.compute`.
 
     Returns:
       A ``CalibrationNNXMetric``, a subclass of ``flax.nnx.Metric`` (flax is imported

@@ -1,12 +1,12 @@
 """Streaming Parquet files and folders through the state (needs pyarrow).
 
-:func:`parquet_state` reads the probability and label columns of a Parquet file, a
+:func:`~jaxcal.streaming.parquet_state` reads the probability and label columns of a Parquet file, a
 folder of them or a ``pyarrow.dataset.Dataset`` as record batches, re-cut into batches of
 a fixed number of rows (one compiled shape; the last batch padded with zero-weight rows),
-and adds them to a :class:`CalibrationState`, optionally with B Poisson-bootstrap
+and adds them to a :class:`~jaxcal.streaming.CalibrationState`, optionally with B Poisson-bootstrap
 replicates keyed by the row number. Memory is one batch plus the state, whatever the file
-size. The loop is :func:`jaxcal.streaming._batches.stream_state`, shared with
-:func:`array_state` (NumPy arrays). :func:`dask_state` (:mod:`jaxcal.streaming._dask`) maps it over the files of a
+size. The loop is ``stream_state()``, shared with
+:func:`~jaxcal.streaming.array_state` (NumPy arrays). :func:`~jaxcal.streaming.dask_state` (``jaxcal/streaming/_dask.py``) maps it over the files of a
 dataset and merges.
 """
 
@@ -103,18 +103,18 @@ def parquet_state(
         class probabilities, in class order.
       labels: the label column (0/1, bool, or integers in [0, K)).
       weights: an optional column of sample weights.
-      n_bins, resolution, closed: as :func:`init`.
+      n_bins, resolution, closed: as :func:`~jaxcal.streaming.init`.
       n_replicates: B > 0 also carries B Poisson-bootstrap replicates
-        (:func:`poisson_update`), example ids ``first_id + row number``.
+        (:func:`~jaxcal.streaming.poisson_update`), example ids ``first_id + row number``.
       key: the bootstrap's key (required with ``n_replicates``).
       first_id: the id of the first row (a shard of a larger dataset starts at its offset).
       batch_rows: rows per batch (one compiled shape; memory is a few batches).
       progress: called as ``progress(rows_done, total_rows)`` after each batch.
       replicates: ``"states"`` or ``"summary"``, what each replicate keeps, as
-        :func:`array_state`.
+        :func:`~jaxcal.streaming.array_state`.
 
     Returns:
-      :class:`ParquetStates` ``(state, replicates, rows)``.
+      :class:`~jaxcal.streaming.ParquetStates` ``(state, replicates, rows)``.
 
     Example:
       >>> import tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq

@@ -4,12 +4,12 @@ The resampling bootstrap draws N indices from the whole data set, which a stream
 over batches, devices and machines never has in one place. The Poisson bootstrap (Hanley
 & MacGibbon 2006; Chamandy et al. 2012, the bootstrap at Google's scale) gives each
 example an independent Poisson(1) multiplicity in each replicate instead, so each
-replicate is a weighted stream, i.e. one more :class:`CalibrationState`, and the B
+replicate is a weighted stream, i.e. one more :class:`~jaxcal.streaming.CalibrationState`, and the B
 replicate states merge by addition like the state itself.
 
 Reproducibility: the multiplicity of example ``id`` in replicate b is a function of
 (key, id, b) alone, a counter-based Threefry-2x32 draw (the words of
-:mod:`jaxcal._random`): replicates 2q and 2q + 1 take the two words of
+``jaxcal/_core/random.py``): replicates 2q and 2q + 1 take the two words of
 ``threefry2x32(seed_q, (id_high, id_low))``, seed_q the q-th seed of ``key``. Whatever
 the sharding, batching or order of the stream, every example gets the same weights, so
 the intervals are the same numbers. (TensorFlow Model Analysis draws its Poisson weights
@@ -30,9 +30,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._checks import check_option, check_positive_int, check_probs_labels
-from jaxcal._ece import AVERAGES, check_norm
-from jaxcal._random import resample_seeds, threefry2x32
+from jaxcal._core.checks import check_option, check_positive_int, check_probs_labels
+from jaxcal._core.random import resample_seeds, threefry2x32
+from jaxcal.metrics._ece import AVERAGES, check_norm
 from jaxcal.streaming._replicates import replicate_sums
 from jaxcal.streaming._state import (
     CalibrationState,
@@ -75,7 +75,7 @@ def poisson_weights(key: jax.Array, ids: jax.Array, n_replicates: int) -> jax.Ar
 
 def seeded_weights(seeds: jax.Array, ids: jax.Array) -> jax.Array:
     """Multiplicities ``(2Q, N)`` int32 of replicates 2q and 2q + 1 for seeds ``(Q, 2)``
-    of :func:`jaxcal._random.resample_seeds` (seed q of a key is the same whatever the
+    of ``resample_seeds()`` (seed q of a key is the same whatever the
     number asked, so a run of seeds gives those replicates' weights alone)."""
     if ids.ndim == 2:
         high, low = ids[:, 0].astype(jnp.uint32), ids[:, 1].astype(jnp.uint32)
@@ -87,8 +87,8 @@ def seeded_weights(seeds: jax.Array, ids: jax.Array) -> jax.Array:
 
 
 def poisson_init(n_bins: int, num_classes: int, n_replicates: int, **options) -> CalibrationState:
-    """B empty replicate states: a :class:`CalibrationState` whose arrays have a leading
-    axis B (``options`` as :func:`init`). Merge two with :func:`merge`-like addition
+    """B empty replicate states: a :class:`~jaxcal.streaming.CalibrationState` whose arrays have a leading
+    axis B (``options`` as :func:`~jaxcal.streaming.init`). Merge two with :func:`~jaxcal.streaming.merge`-like addition
     (``jax.tree_util.tree_map(jnp.add, a, b)``) or ``jax.lax.psum``.
 
     Example:
@@ -121,7 +121,7 @@ def chunked_sums(sums_of, key, ids, weights, n_replicates, dtype):
     """``sums_of(w)`` for the Poisson weights ``w`` ``(C, N)`` of each chunk of C replicates,
     each output with its leading C axes joined into one of B = ``n_replicates``.
 
-    Each chunk draws its own replicates' weights (:func:`seeded_weights`), so only C x N
+    Each chunk draws its own replicates' weights (``seeded_weights()``), so only C x N
     weights are alive at a time, never B x N; a last chunk past B computes replicates that
     are dropped. ``weights``: the rows' ``(N,)`` weights (padding 0), or None.
     """
@@ -160,8 +160,8 @@ def poisson_update(
     """Add a batch to the B replicate states, example ``ids[i]`` with its Poisson weight.
 
     Args:
-      states: from :func:`poisson_init` (or a previous ``poisson_update``).
-      probs, labels, weights: as :func:`update` (the Poisson multiplicity multiplies the
+      states: from :func:`~jaxcal.streaming.poisson_init` (or a previous ``poisson_update``).
+      probs, labels, weights: as :func:`~jaxcal.streaming.update` (the Poisson multiplicity multiplies the
         weight; an example drawn 0 times is absent from that replicate).
       ids: ``(N,)`` non-negative integer ids, unique over the whole stream (e.g. the row
         number in the data set), below 2**32; or ``(N, 2)`` uint32 (high, low) words.
@@ -218,7 +218,7 @@ def _poisson_compute_kernel(states, norm, debias, average):
 def poisson_compute(
     states: CalibrationState, *, n_bins: int | None = None, **options
 ) -> dict[str, jax.Array]:
-    """:func:`compute` of every replicate: a dict of ``(B,)`` arrays (``options``:
+    """:func:`~jaxcal.streaming.compute` of every replicate: a dict of ``(B,)`` arrays (``options``:
     ``norm``, ``debias``, ``average``).
 
     Example:
@@ -245,8 +245,8 @@ def poisson_compute(
 def poisson_interval(
     states: CalibrationState, *, confidence: float = 0.95, **options
 ) -> dict[str, jax.Array]:
-    """Percentile intervals ``(2,)`` (low, high) of every :func:`compute` output over the
-    replicates (``options`` as :func:`poisson_compute`).
+    """Percentile intervals ``(2,)`` (low, high) of every :func:`~jaxcal.streaming.compute` output over the
+    replicates (``options`` as :func:`~jaxcal.streaming.poisson_compute`).
 
     Example:
       >>> import jax, jax.numpy as jnp

@@ -3,10 +3,10 @@
 B replicates weight the same rows differently, so the bins, the deviations from the bins'
 anchors and the per-sample scores are computed once, and only the weighted sums are
 done B times: scatters whose rows are B-wide vectors (one contiguous add per row and
-quantity), in blocks of rows added by a tree, as :func:`jaxcal._binning.bin_sums` does
+quantity), in blocks of rows added by a tree, as ``bin_sums()`` does
 for one weighting. (``vmap`` of the one-weighting update over B recomputes nothing
 either, but lowers to scatters of scalars with B-fold index arrays: 20x slower.)
-:func:`replicate_sums` gives a whole state's sums, :func:`view_sums` the buckets of
+``replicate_sums()`` gives a whole state's sums, ``view_sums()`` the buckets of
 :func:`jaxcal.ece`'s view alone (the summary replicates of :mod:`._summary`).
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxcal._binning import uniform_anchors, uniform_bin_index
-from jaxcal._confidence import scores_and_targets
-from jaxcal._numerics import block_segment_ids, compute_dtype, rows_per_block, tree_sum
-from jaxcal._scoring import brier_per_sample, log_loss_per_sample
+from jaxcal._core.binning import uniform_anchors, uniform_bin_index
+from jaxcal._core.confidence import scores_and_targets
+from jaxcal._core.numerics import block_segment_ids, compute_dtype, rows_per_block, tree_sum
+from jaxcal.metrics._scoring import brier_per_sample, log_loss_per_sample
 
 
 def _sums(ids, columns, weights, num_segments, block):
@@ -49,7 +49,7 @@ def _cells(ids, scores, targets, wt, num_segments, anchor, block):
     """Counts ``(S, B)`` and sums ``(3, S, B)`` (weight, score, target) per segment.
 
     The scores are summed as deviations from their segment's anchor, added back per
-    segment (as :func:`jaxcal._binning.bin_sums` does), so a sum over many rows keeps the
+    segment (as ``bin_sums()`` does), so a sum over many rows keeps the
     precision of the deviations.
     """
     dtype = scores.dtype
@@ -64,7 +64,7 @@ def view_sums(probs, labels, weights, resolution, closed):
 
     The positive class's probability against ``labels == 1`` (1-D ``probs``), or the
     top-label confidence against correctness (2-D), in R = ``resolution`` uniform buckets:
-    the cells that :func:`jaxcal.streaming._views.main_cells` reads from a state of that
+    the cells that ``main_cells()`` reads from a state of that
     resolution. Returns counts ``(B, R)`` and sums ``(B, 3, R)`` (weight, score, target).
     """
     dtype = compute_dtype(probs.dtype)
@@ -81,7 +81,7 @@ def replicate_sums(probs, labels, weights, n_bins, closed, binary):
     """The state-layout sums of one batch under B weightings ``weights`` ``(B, N)``.
 
     Returns ``(top_count, top_sums, class_count, class_sums, totals)`` each with a leading
-    axis B, as :func:`jaxcal.streaming._state._batch_sums` returns them for one.
+    axis B, as ``_batch_sums()`` returns them for one.
     """
     dtype = compute_dtype(probs.dtype)
     wt = weights.astype(dtype).T  # (N, B): B-wide rows

@@ -7,7 +7,7 @@ the value of a sum is ``(high + low) * 2**exponent``. The exponent stays 0 while
 largest weight lies in ``[2**-65, 2**64)`` (sums of such weights fit float32 with room to
 spare), so ordinary streams are summed exactly as before and ``jax.lax.psum`` of states
 stays their merge. Beyond that band a batch is scaled by the binary exponent of its
-largest weight, as the one-shot metrics do (:func:`jaxcal._numerics.normalize_weights`),
+largest weight, as the one-shot metrics do (``normalize_weights()``),
 and the state by the largest exponent seen: every rescaling is a multiplication by a
 power of two, exact (no rounding) unless a term leaves the normal range, so splitting a
 stream into batches or shards changes nothing beyond round-off. An empty state (total
@@ -21,7 +21,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from jaxcal._numerics import times_pow2 as scale_pow2
+from jaxcal._core.numerics import times_pow2 as scale_pow2
 
 #: Largest |binary exponent| of the largest weight for which a state stays unscaled.
 BAND = 64

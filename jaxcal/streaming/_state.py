@@ -1,4 +1,4 @@
-"""The calibration state: :func:`init`, :func:`update`, :func:`merge`, :func:`compute`.
+"""The calibration state: :func:`~jaxcal.streaming.init`, :func:`~jaxcal.streaming.update`, :func:`~jaxcal.streaming.merge`, :func:`~jaxcal.streaming.compute`.
 
 The package docstring (:mod:`jaxcal.streaming`) explains what the state holds and why.
 """
@@ -13,10 +13,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._binning import CLOSED, BinMoments, BinStats
-from jaxcal._checks import check_option, check_positive_int, check_probs_labels
-from jaxcal._confidence import scores_and_targets
-from jaxcal._ece import (
+from jaxcal._core.binning import CLOSED, BinMoments, BinStats
+from jaxcal._core.checks import check_option, check_positive_int, check_probs_labels
+from jaxcal._core.confidence import scores_and_targets
+from jaxcal._core.numerics import compute_dtype, rows_per_block, safe_divide, two_sum
+from jaxcal._core.validity import run_validated, summarize
+from jaxcal.metrics._ece import (
     AVERAGES,
     binned_stats,
     check_norm,
@@ -24,9 +26,7 @@ from jaxcal._ece import (
     gap_norm,
     top_label_group_weights,
 )
-from jaxcal._numerics import compute_dtype, rows_per_block, safe_divide, two_sum
-from jaxcal._scoring import brier_per_sample, decomposition_terms, log_loss_per_sample
-from jaxcal._validity import run_validated, summarize
+from jaxcal.metrics._scoring import brier_per_sample, decomposition_terms, log_loss_per_sample
 from jaxcal.streaming._buckets import coarsen, coarsen_moments
 from jaxcal.streaming._scale import (
     common,
@@ -38,7 +38,7 @@ from jaxcal.streaming._scale import (
     weight_exponent,
 )
 
-#: Keys of the dict returned by :func:`compute`, in order.
+#: Keys of the dict returned by :func:`~jaxcal.streaming.compute`, in order.
 OUTPUTS = (
     "ece",
     "mce",
@@ -75,12 +75,12 @@ _FLOAT_FIELDS = ("top_sums", "class_sums", "totals")
 class CalibrationState:
     """Per-bin and per-class sums of a stream of predictions: a pytree, O(R K) memory.
 
-    Build it with :func:`init`, feed it with :func:`update`, combine with :func:`merge` (or
-    ``jax.lax.psum``), read it with :func:`compute`. The array fields are pytree leaves
+    Build it with :func:`~jaxcal.streaming.init`, feed it with :func:`~jaxcal.streaming.update`, combine with :func:`~jaxcal.streaming.merge` (or
+    ``jax.lax.psum``), read it with :func:`~jaxcal.streaming.compute`. The array fields are pytree leaves
     (they are summed by ``merge``/``psum``, carried by ``scan``, sharded, checkpointed);
     ``closed``, ``binary`` and ``n_bins`` are static metadata (part of the tree structure).
     The sums are kept at R uniform buckets (``resolution``, R = M unless ``init`` was given
-    a finer one); :func:`compute` re-bins them exactly to ``n_bins``.
+    a finer one); :func:`~jaxcal.streaming.compute` re-bins them exactly to ``n_bins``.
 
     Attributes:
       top_count: int32 ``(K, R)`` samples per (predicted class, confidence bucket).
@@ -93,11 +93,11 @@ class CalibrationState:
         sums; the value of a sum is ``(high + low) * 2**exponent``.
       exponent: int32 scalar, the power of two the float sums are kept in units of: 0
         unless a weight lies outside ``[2**-65, 2**64)``, so that weights near 1e37 or
-        1e-37 neither overflow nor underflow the sums (:mod:`jaxcal.streaming._scale`).
+        1e-37 neither overflow nor underflow the sums (``jaxcal/streaming/_scale.py``).
         Optional when constructing a state by hand (default 0: sums in plain units).
       closed: ``"right"`` or ``"left"``, the bin-edge convention (as in :func:`jaxcal.ece`).
       binary: whether the stream is 1-D positive-class probabilities (K = 2 internally).
-      n_bins: M, the uniform bins :func:`compute` reports (a divisor of R).
+      n_bins: M, the uniform bins :func:`~jaxcal.streaming.compute` reports (a divisor of R).
     """
 
     top_count: jax.Array
@@ -141,25 +141,25 @@ def init(
     Args:
       n_bins: M >= 1 equal-width bins (uniform binning only: see the module docstring for
         why equal-mass bins cannot stream).
-      num_classes: K >= 2, the number of columns of the ``probs`` that :func:`update` takes.
+      num_classes: K >= 2, the number of columns of the ``probs`` that :func:`~jaxcal.streaming.update` takes.
       closed: ``"right"`` (default; [0, 1/M], (1/M, 2/M], ...) or ``"left"`` ([0, 1/M), ...,
         [(M-1)/M, 1]), as in :func:`jaxcal.ece`.
       binary: ``True`` for a stream of 1-D ``(N,)`` positive-class probabilities (then
-        ``num_classes`` must be 2): :func:`compute` then gives the 1-D meanings of
+        ``num_classes`` must be 2): :func:`~jaxcal.streaming.compute` then gives the 1-D meanings of
         :func:`jaxcal.ece`, :func:`jaxcal.brier_score` and
         :func:`jaxcal.brier_decomposition` (positive class only).
       dtype: accumulation dtype of the sums; default JAX's default float (float32, or
         float64 under ``jax_enable_x64``).
       resolution: R, a multiple of ``n_bins`` (default ``n_bins``): keep the sums at R
-        uniform buckets, a fine histogram. :func:`compute` and :func:`rebin` then give
+        uniform buckets, a fine histogram. :func:`~jaxcal.streaming.compute` and :func:`~jaxcal.streaming.rebin` then give
         every metric at any M dividing R exactly (the edges k/M are bucket edges), and
-        :func:`equal_mass_ece`, :func:`corp_curve`, :func:`corp_decomposition` and
-        :func:`isotonic_params` work from the buckets. A power of two (e.g. 4096) lets
+        :func:`~jaxcal.streaming.equal_mass_ece`, :func:`~jaxcal.streaming.corp_curve`, :func:`~jaxcal.streaming.corp_decomposition` and
+        :func:`~jaxcal.streaming.isotonic_params` work from the buckets. A power of two (e.g. 4096) lets
         any engine compute a sample's bucket exactly (``p * R`` is exact in floating
-        point; see :func:`from_arrow`). Memory and update time grow like R K.
+        point; see :func:`~jaxcal.streaming.from_arrow`). Memory and update time grow like R K.
 
     Returns:
-      :class:`CalibrationState`; :func:`compute` of it is all zeros (documented, finite).
+      :class:`~jaxcal.streaming.CalibrationState`; :func:`~jaxcal.streaming.compute` of it is all zeros (documented, finite).
 
     Example:
       >>> s = init(15, 10)
@@ -212,7 +212,7 @@ def check_state(state: Any, name: str = "state") -> CalibrationState:
 def _batch_sums(probs, labels, weights, n_bins, closed, binary):
     """Counts and float sums of one batch (the state's layout, in the input's compute dtype).
 
-    The same per-bin sums as the one-shot metrics (:func:`jaxcal._binning.bin_sums`):
+    The same per-bin sums as the one-shot metrics (``bin_sums()``):
     top-label cells (predicted class, confidence bin), whose sum over the predicted class
     is the confidence-ECE bins, and classwise cells (class k, bin of ``p_k``) with the
     moments of the Brier decomposition.
@@ -259,7 +259,7 @@ def mask_padding(state, probs, labels, weights):
 def accumulate(state, probs, labels, weights):
     """The state plus one batch's sums (compensated); inputs already masked.
 
-    The batch is summed with its weights divided by ``2**e`` (:func:`weight_exponent`),
+    The batch is summed with its weights divided by ``2**e`` (``weight_exponent()``),
     then the state and the batch sums are brought to the larger exponent (exact powers of
     two), so that no weight scale overflows or underflows the float sums.
     """
@@ -309,7 +309,7 @@ def update(
     """Add a batch of predictions to the state; returns the new state (pure).
 
     Args:
-      state: from :func:`init` (or a previous ``update`` / ``merge``).
+      state: from :func:`~jaxcal.streaming.init` (or a previous ``update`` / ``merge``).
       probs: ``(N, K)`` rows on the simplex, K = ``state.num_classes``; or ``(N,)``
         positive-class probabilities for a ``binary`` state. bf16/f16 are binned in their
         own precision (edges k/M rounded to the input dtype) and summed in float32.
@@ -320,7 +320,7 @@ def update(
         validated, padding too).
 
     Returns:
-      The updated :class:`CalibrationState`. Under ``jit`` (or ``lax.scan``) the value
+      The updated :class:`~jaxcal.streaming.CalibrationState`. Under ``jit`` (or ``lax.scan``) the value
       checks on ``probs``/``labels``/``weights`` are skipped, as everywhere in jaxcal; the
       shape checks still run at trace time. Batches of one shape compile once.
 
@@ -435,7 +435,7 @@ def compute(
     """Every metric of the stream so far, each equal to the one-shot jaxcal function.
 
     With ``n_bins`` (default the state's) and the state's ``closed``, uniform binning, on
-    the concatenation of every batch given to :func:`update` (with its weights):
+    the concatenation of every batch given to :func:`~jaxcal.streaming.update` (with its weights):
 
     ============================  =======================================================
     ``ece``                       :func:`jaxcal.ece` (``norm``, ``debias``): confidence
@@ -458,13 +458,13 @@ def compute(
     zero weights) gives 0 for every entry: no NaN.
 
     Args:
-      state: a :class:`CalibrationState`.
+      state: a :class:`~jaxcal.streaming.CalibrationState`.
       norm: ``"l1"``, ``"l2"`` or ``"max"`` for ``ece``, ``classwise_ece`` and
         ``top_label_ece`` (``mce`` is always the max norm).
       debias: Kumar, Liang & Ma (2019) debiased l2 estimator (needs ``norm="l2"``).
       average: ``"label"`` or ``"sample"``, as in :func:`jaxcal.top_label_ece`.
       n_bins: M, any divisor of the state's resolution (default the state's ``n_bins``):
-        the buckets are re-binned exactly (:func:`rebin`).
+        the buckets are re-binned exactly (:func:`~jaxcal.streaming.rebin`).
 
     Returns:
       dict of 0-d arrays with the keys above (``OUTPUTS``).

@@ -1,19 +1,19 @@
 """Summary replicates: each Poisson replicate's state at M bins and its view's buckets.
 
-A replicate of :func:`poisson_init` is a whole state at the stream's resolution R: at K =
+A replicate of :func:`~jaxcal.streaming.poisson_init` is a whole state at the stream's resolution R: at K =
 10 classes and R = 4110 buckets, 3.3 MB (19 arrays of K x R numbers), so the 200
 replicates of ``jaxcal report --stream`` hold 660 MB, and each update held the old and the
 new states and the batch's sums at once (2.4 GB resident). The intervals need less:
 
-* every metric of :func:`compute` at M bins is a function of the state at M bins (what
-  :func:`rebin` makes of the R buckets, exactly), 2 x 10 x K x M numbers;
-* the equal-mass ECE (:func:`equal_mass_ece`) and the CORP decomposition
-  (:func:`corp_decomposition`) read only the R buckets of :func:`jaxcal.ece`'s view (the
+* every metric of :func:`~jaxcal.streaming.compute` at M bins is a function of the state at M bins (what
+  :func:`~jaxcal.streaming.rebin` makes of the R buckets, exactly), 2 x 10 x K x M numbers;
+* the equal-mass ECE (:func:`~jaxcal.streaming.equal_mass_ece`) and the CORP decomposition
+  (:func:`~jaxcal.streaming.corp_decomposition`) read only the R buckets of :func:`jaxcal.ece`'s view (the
   positive class, or the top-label confidence): a count and three compensated sums each.
 
-:class:`SummaryReplicates` keeps just those, B x 127 KB at K = 10, M = 15, R = 4110
+:class:`~jaxcal.streaming.SummaryReplicates` keeps just those, B x 127 KB at K = 10, M = 15, R = 4110
 (7 R numbers per replicate whatever K, plus 20 K M), and its update donates the old buffers
-to the new ones. The multiplicities are those of :func:`poisson_update` (a function of
+to the new ones. The multiplicities are those of :func:`~jaxcal.streaming.poisson_update` (a function of
 key, example id and replicate), so each replicate is the same resample of the stream; its
 sums are added at M bins (and in the view's buckets) instead of at R and re-binned, which
 changes them by float round-off only (counts exactly).
@@ -28,9 +28,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcal._binning import BinStats
-from jaxcal._checks import check_positive_int
-from jaxcal._numerics import two_sum
+from jaxcal._core.binning import BinStats
+from jaxcal._core.checks import check_positive_int
+from jaxcal._core.numerics import two_sum
 from jaxcal.streaming._poisson import check_batch, chunked_sums, poisson_init
 from jaxcal.streaming._replicates import replicate_sums, view_sums
 from jaxcal.streaming._state import CalibrationState, add_batch, mask_padding
@@ -45,16 +45,16 @@ from jaxcal.streaming._state import CalibrationState, add_batch, mask_padding
 class SummaryReplicates:
     """B Poisson-bootstrap replicates kept as the sums their intervals need (a pytree).
 
-    What :func:`array_state` and :func:`parquet_state` return as ``replicates`` with
+    What :func:`~jaxcal.streaming.array_state` and :func:`~jaxcal.streaming.parquet_state` return as ``replicates`` with
     ``replicates="summary"``. ``states`` is an ordinary replicate batch at M bins, so
-    :func:`poisson_compute` and :func:`poisson_interval` of ``states`` give every
-    :func:`compute` metric and its interval, equal to those of whole replicate states to
+    :func:`~jaxcal.streaming.poisson_compute` and :func:`~jaxcal.streaming.poisson_interval` of ``states`` give every
+    :func:`~jaxcal.streaming.compute` metric and its interval, equal to those of whole replicate states to
     float round-off (counts exactly); ``jaxcal report --stream`` also reads the equal-mass
     ECE and the CORP decomposition from the view's buckets.
 
     Attributes:
-      states: the replicates' :class:`CalibrationState` at M bins (resolution M; leading
-        axis B): every :func:`compute` output, by :func:`poisson_compute`.
+      states: the replicates' :class:`~jaxcal.streaming.CalibrationState` at M bins (resolution M; leading
+        axis B): every :func:`~jaxcal.streaming.compute` output, by :func:`~jaxcal.streaming.poisson_compute`.
       count: int32 ``(B, R)`` samples per bucket of :func:`jaxcal.ece`'s view (the
         positive class's probability, or the top-label confidence).
       sums: ``(B, 3, R)`` weight, sum of the score and sum of the target (``labels == 1``,
@@ -72,7 +72,7 @@ def summary_init(
     n_bins: int, num_classes: int, n_replicates: int, *, resolution: int | None = None, **options
 ) -> SummaryReplicates:
     """B empty summary replicates: states at M = ``n_bins`` and R = ``resolution`` buckets
-    (default M) of the view (``options``: ``closed``, ``binary``, ``dtype`` of :func:`init`).
+    (default M) of the view (``options``: ``closed``, ``binary``, ``dtype`` of :func:`~jaxcal.streaming.init`).
     """
     states = poisson_init(n_bins, num_classes, n_replicates, **options)
     r = n_bins if resolution is None else check_positive_int("resolution", resolution)
@@ -111,7 +111,7 @@ def summary_update(
 ) -> SummaryReplicates:
     """Add a batch to the replicates, example ``ids[i]`` with its Poisson weight.
 
-    Arguments as :func:`poisson_update`. ``reps`` is consumed: its buffers are donated to
+    Arguments as :func:`~jaxcal.streaming.poisson_update`. ``reps`` is consumed: its buffers are donated to
     the result (one copy of the replicates alive, not two), so use only the returned value.
     """
     probs, labels, weights, ids = check_batch(reps.states, probs, labels, ids, weights)
@@ -119,7 +119,7 @@ def summary_update(
 
 
 def summary_cells(reps: SummaryReplicates) -> BinStats:
-    """The view's buckets as :class:`jaxcal._binning.BinStats` (compensated sums added),
-    fields ``(..., R)``: what :func:`jaxcal.streaming._views.main_cells` gives of a state."""
+    """The view's buckets as :class:`~jaxcal.metrics.BinStats` (compensated sums added),
+    fields ``(..., R)``: what ``main_cells()`` gives of a state."""
     value = reps.sums + reps.compensation
     return BinStats(reps.count, *(value[..., i, :] for i in range(3)))

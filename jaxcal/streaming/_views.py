@@ -1,7 +1,7 @@
 """Views of a state's buckets: the reliability curve, exact re-binning, equal-mass bins.
 
 The package docstring (:mod:`jaxcal.streaming`) explains the fine-histogram state; the
-bucket arithmetic lives in :mod:`jaxcal.streaming._buckets`.
+bucket arithmetic lives in ``jaxcal/streaming/_buckets.py``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxcal._binning import BinStats, uniform_edges
-from jaxcal._checks import check_positive_int
-from jaxcal._ece import gap_norm
-from jaxcal._numerics import safe_divide
-from jaxcal._reliability import ReliabilityCurve
+from jaxcal._core.binning import BinStats, uniform_edges
+from jaxcal._core.checks import check_positive_int
+from jaxcal._core.numerics import safe_divide
+from jaxcal.metrics._ece import gap_norm
+from jaxcal.metrics._reliability import ReliabilityCurve
 from jaxcal.streaming._buckets import equal_mass_groups
 from jaxcal.streaming._scale import unscaled
 from jaxcal.streaming._state import CalibrationState, check_bins, check_state, coarsened, value_of
@@ -92,7 +92,7 @@ def _rebin_kernel(state, n_bins):
 
 
 class EqualMassECE(NamedTuple):
-    """Result of :func:`equal_mass_ece` (0-d arrays, ``edges`` ``(M + 1,)``).
+    """Result of :func:`~jaxcal.streaming.equal_mass_ece` (0-d arrays, ``edges`` ``(M + 1,)``).
 
     Attributes:
       ece: the l1 ECE over M approximately equal-mass bins made of whole buckets.
@@ -113,7 +113,7 @@ def _equal_mass_kernel(state, n_bins):
 
 
 def equal_mass_of_cells(cells: BinStats, n_bins: int, closed: str) -> EqualMassECE:
-    """:func:`equal_mass_ece` of the view's R buckets ``cells`` (fields ``(R,)``)."""
+    """:func:`~jaxcal.streaming.equal_mass_ece` of the view's R buckets ``cells`` (fields ``(R,)``)."""
     r, dtype = cells.weight.shape[-1], cells.weight.dtype
     group, is_edge = equal_mass_groups(cells.weight, n_bins, closed)
     stats = BinStats(*(jax.ops.segment_sum(f, group, n_bins)[None] for f in cells))
@@ -148,11 +148,11 @@ def equal_mass_ece(state: CalibrationState, n_bins: int | None = None) -> EqualM
     top-label confidence.
 
     Args:
-      state: a :class:`CalibrationState` (useful with a fine ``resolution``).
+      state: a :class:`~jaxcal.streaming.CalibrationState` (useful with a fine ``resolution``).
       n_bins: M (default the state's ``n_bins``); need not divide the resolution.
 
     Returns:
-      :class:`EqualMassECE` ``(ece, bound, edges)``.
+      :class:`~jaxcal.streaming.EqualMassECE` ``(ece, bound, edges)``.
 
     Example:
       >>> import jax.numpy as jnp

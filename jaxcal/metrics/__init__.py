@@ -1,0 +1,40 @@
+"""Calibration metrics and proper scoring rules (public namespace)."""
+
+from jaxcal._core.binning import BinStats
+from jaxcal._core.confidence import confidence_and_correctness
+from jaxcal.metrics._corp import CorpCurve, corp_curve
+from jaxcal.metrics._corp_decomposition import ScoreDecomposition, score_decomposition
+from jaxcal.metrics._corp_murphy import MurphyDiagram, murphy_diagram
+from jaxcal.metrics._ece import classwise_ece, ece, mce, top_label_ece
+from jaxcal.metrics._edges import quantile_edges, uniform_edges
+from jaxcal.metrics._mmce import mmce
+from jaxcal.metrics._reliability import ReliabilityCurve, reliability_curve
+from jaxcal.metrics._scoring import BrierDecomposition, brier_decomposition, brier_score, log_loss
+from jaxcal.metrics._smooth_ece import smooth_ece
+from jaxcal.metrics._soft_ece import soft_ece
+
+__all__ = [
+    "BinStats",
+    "BrierDecomposition",
+    "CorpCurve",
+    "MurphyDiagram",
+    "ReliabilityCurve",
+    "ScoreDecomposition",
+    "brier_decomposition",
+    "brier_score",
+    "classwise_ece",
+    "confidence_and_correctness",
+    "corp_curve",
+    "ece",
+    "log_loss",
+    "mce",
+    "mmce",
+    "murphy_diagram",
+    "quantile_edges",
+    "reliability_curve",
+    "score_decomposition",
+    "smooth_ece",
+    "soft_ece",
+    "top_label_ece",
+    "uniform_edges",
+]
