@@ -1,4 +1,4 @@
-"""Run every benchmark side by side and write README's benchmark tables.
+"""Run every benchmark side by side and write the documentation's benchmark tables.
 
 Each comparison script (``bench_ece.py``, ``bench_tests.py``, ``bench_bootstrap.py``,
 ``bench_calibrators.py``, ``bench_affine.py``, ``bench_soft.py``, ``bench_coverage.py``,
@@ -16,12 +16,13 @@ per :class:`~_timing.Table`, with the same columns everywhere:
   the steady state.
 
     python benchmarks/run_all.py --quick                 # small sizes: a smoke test
-    taskset -c 0 python benchmarks/run_all.py --clock cpu --write-readme
+    taskset -c 0 python benchmarks/run_all.py --clock cpu --write-docs
     python benchmarks/run_all.py --only ece tests --torch-python /path/to/torch-env/python
 
-``--write-readme`` replaces what lies between ``<!-- bench:KEY -->`` and
-``<!-- /bench:KEY -->`` in README.md with the table KEY (so re-running regenerates
-them), and saves each script's own full report in ``benchmarks/results/NAME.md``.
+``--write-docs`` replaces what lies between ``<!-- bench:KEY -->`` and
+``<!-- /bench:KEY -->`` in the documentation's pages (``docs/**/*.md``) and README.md with
+the table KEY (so re-running regenerates them; a table may stand on several pages), and
+saves each script's own full report in ``benchmarks/results/NAME.md``.
 torch-based peers (torchmetrics, netcal) live in the ``bench-torch`` extra, in an
 environment of their own: ``--torch-python`` runs ``bench_ece.py`` and the torch workers
 of ``bench_streaming.py`` with that interpreter; without it they are skipped with a note.
@@ -151,17 +152,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=list(SCRIPTS), help="run these scripts")
     parser.add_argument("--torch-python", help="interpreter with the bench-torch extra")
     parser.add_argument(
-        "--write-readme", action="store_true", help="regenerate README's tables between markers"
+        "--write-docs",
+        action="store_true",
+        help="regenerate the tables between markers in docs/**/*.md and README.md",
     )
-    parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help=argparse.SUPPRESS)
+    parser.add_argument("--targets", type=Path, nargs="+", help=argparse.SUPPRESS)
     parser.add_argument(
-        "--results", type=Path, default=HERE / "results", help="where --write-readme saves reports"
+        "--results", type=Path, default=HERE / "results", help="where --write-docs saves reports"
     )
     args = parser.parse_args(argv)
     driver = " ".join(
         ["python benchmarks/run_all.py", *(argv if argv is not None else sys.argv[1:])]
     )
-    driver = re.sub(r" --(readme|results) \S+", "", driver)
+    driver = re.sub(r" --(targets|results)( [^-]\S*)+", "", driver)
     names = args.only or list(SCRIPTS)
     blocks: dict[str, str] = {}
     failed = []
@@ -177,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"run_all: bench_{name}.py failed or wrote nothing: {reason}", file=sys.stderr
                 )
                 continue
-            if args.write_readme:
+            if args.write_docs:
                 args.results.mkdir(parents=True, exist_ok=True)
                 (args.results / f"{name}.md").write_text(out)
             for table in json.loads(json_path.read_text()):
@@ -185,12 +188,17 @@ def main(argv: list[str] | None = None) -> int:
                 blocks[table["key"]] = render(table, driver)
     for key, body in blocks.items():
         print(f"<!-- bench:{key} -->\n{body}<!-- /bench:{key} -->\n")
-    if args.write_readme:
-        text, missing = replace_blocks(args.readme.read_text(), blocks)
-        args.readme.write_text(text)
-        for key in missing:
+    if args.write_docs:
+        targets = args.targets or [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+        unwritten = set(blocks)
+        for path in targets:
+            text, missing = replace_blocks(path.read_text(), blocks)
+            unwritten &= set(missing)
+            if text != path.read_text():
+                path.write_text(text)
+        for key in sorted(unwritten):
             print(
-                f"run_all: README has no <!-- bench:{key} --> markers: not written", file=sys.stderr
+                f"run_all: no page has <!-- bench:{key} --> markers: not written", file=sys.stderr
             )
     print(f"run_all: {len(blocks)} tables in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     if failed:

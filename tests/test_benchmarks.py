@@ -1,4 +1,4 @@
-"""``benchmarks/run_all.py``: README's tables rendered and regenerated between markers."""
+"""``benchmarks/run_all.py``: the documentation's tables rendered and regenerated between markers."""
 
 import importlib.util
 import subprocess
@@ -52,10 +52,10 @@ def test_tables_have_the_ratio_columns_and_replace_only_their_block():
 
 
 @pytest.mark.slow  # a subprocess that imports JAX and compiles: ~15 s on a loaded machine
-def test_quick_run_regenerates_the_readme_block(tmp_path):
-    readme = tmp_path / "README.md"
+def test_quick_run_regenerates_the_docs_block(tmp_path):
+    readme = tmp_path / "benchmarks.md"
     readme.write_text("# x\n<!-- bench:ece -->\nstale\n<!-- /bench:ece -->\n")
-    argv = ["--quick", "--only", "ece", "--write-readme", "--readme", str(readme)]
+    argv = ["--quick", "--only", "ece", "--write-docs", "--targets", str(readme)]
     argv += ["--results", str(tmp_path / "results")]
     run = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "run_all.py"), *argv],
@@ -67,5 +67,5 @@ def test_quick_run_regenerates_the_readme_block(tmp_path):
     text = readme.read_text()
     assert "stale" not in text and "**jaxcal jit**" in text
     assert "floor: jax.jit sum(probs), sum(labels)" in text
-    assert "`python benchmarks/run_all.py --quick --only ece --write-readme`" in text
+    assert "`python benchmarks/run_all.py --quick --only ece --write-docs`" in text
     assert (tmp_path / "results" / "ece.md").read_text().startswith("### Confidence ECE")

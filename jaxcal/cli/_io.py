@@ -180,7 +180,7 @@ def _check_columns(path: Path, names: list[str], values: np.ndarray, probs: bool
 
 
 def load_csv(path: Path, *, probs_cols=None, logits_cols=None, labels_col=None) -> Model:
-    """A model from a ``.csv`` file with a header row (NumPy's parser, :mod:`._csv`)."""
+    """A model from a ``.csv`` file with a header row (NumPy's parser)."""
     try:
         header = read_header(path)
     except CsvError as err:

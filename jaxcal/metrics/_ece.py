@@ -249,7 +249,7 @@ def mce(
 ) -> jax.Array:
     """Maximum calibration error: ``ece(probs, labels, norm="max", ...)``.
 
-    The largest |accuracy - confidence| gap over non-empty bins, binned exactly as
+    The largest ``|accuracy - confidence|`` gap over non-empty bins, binned exactly as
     :func:`~jaxcal.metrics.ece` bins (binary for 1-D ``probs``, top-label confidence for 2-D):
 
     .. math::

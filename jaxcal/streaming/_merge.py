@@ -24,7 +24,7 @@ def merge(a: CalibrationState, b: CalibrationState) -> CalibrationState:
     Because it is otherwise a plain sum, ``jax.lax.psum(state, axis_name)`` is the same
     merge across the devices of a mesh axis whenever every device's ``exponent`` is 0
     (always, with weights inside that band); with extreme weights, gather the states
-    (``jax.lax.all_gather``) and merge them (:meth:`CalibrationMetric.reduce` does).
+    (``jax.lax.all_gather``) and merge them (the ``reduce`` method of :class:`~jaxcal.streaming.CalibrationMetric` does).
 
     Example:
       >>> import jax.numpy as jnp

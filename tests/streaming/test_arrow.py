@@ -1,5 +1,5 @@
 """The state as an Arrow table: round trips, partial tables add up, an engine's GROUP BY
-(the README example, executed here) gives jaxcal's state."""
+(the example of docs/guides/scale.md, executed here) gives jaxcal's state."""
 
 from pathlib import Path
 
@@ -13,7 +13,7 @@ from tests.streaming.test_state import _data
 
 pa = pytest.importorskip("pyarrow")
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SCALE_GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "scale.md"
 
 
 def _states():
@@ -72,7 +72,7 @@ def test_parquet_file_round_trip(tmp_path):
 
 
 def test_readme_engine_example_gives_jaxcals_state():
-    text = README.read_text()
+    text = SCALE_GUIDE.read_text()
     code = text.split("<!-- executed by tests/streaming/test_arrow.py -->\n```python\n")[1].split(
         "```"
     )[0]

@@ -24,7 +24,7 @@ SMOOTHERS = ("loess", "corp")
 
 
 class ICI(NamedTuple):
-    """Summaries of |smoothed calibration curve(p) - p| over the samples (:func:`~jaxcal.stats.ici`).
+    """Summaries of ``|smoothed calibration curve(p) - p|`` over the samples (:func:`~jaxcal.stats.ici`).
 
     Attributes:
       ici: the (weighted) mean, the integrated calibration index.

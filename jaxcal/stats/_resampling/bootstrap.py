@@ -183,7 +183,7 @@ def bootstrap_ci(
       ``weights=``; z0 is kept finite (share clipped to [1/2R, 1 - 1/2R]).
 
     A biased statistic can give an interval that excludes its own estimate: the binned
-    ECE is biased upwards (binning noise adds |gap| > 0 even for a calibrated model),
+    ECE is biased upwards (binning noise adds ``|gap| > 0`` even for a calibrated model),
     and a resample, holding ties (duplicates), is noisier still, so the percentile
     interval of ``ece`` sits above θ̂ (estimate 0.1327, interval [0.1342, 0.2677] at
     N = 30, D28). The interval describes the estimator's sampling spread, not a range
@@ -305,7 +305,7 @@ def paired_bootstrap(
     Resamples the N samples with replacement (the same indices for both models, so the
     comparison is paired) and recomputes δ = metric(probs_a) - metric(probs_b) on each
     resample. The interval is formed as in :func:`~jaxcal.stats.bootstrap_ci` (``method``); the
-    two-sided p-value of H0: δ = 0 is (1 + #{|δ*_r - δ̂| >= |δ̂|}) / (1 + R), the
+    two-sided p-value of H0: δ = 0 is ``(1 + #{|δ*_r - δ̂| >= |δ̂|}) / (1 + R)``, the
     bootstrap distribution shifted to the null (Hall & Wilson 1991), never 0.
 
     Args:

@@ -95,7 +95,7 @@ class CorpBands(NamedTuple):
     """Pointwise bands around the CORP curve (:func:`~jaxcal.stats.corp_bands`), at its knots.
 
     Attributes:
-      forecasts: ``(N,)`` the knots, as :attr:`CorpCurve.forecasts` (padded with the last).
+      forecasts: ``(N,)`` the knots, as :attr:`~jaxcal.metrics.CorpCurve.forecasts` (padded with the last).
       calibrated: ``(N,)`` the CORP curve at the knots.
       low, high: ``(N,)`` the band's bounds at each knot (padded like ``forecasts``).
       size: int32 number of knots.
