@@ -1,6 +1,6 @@
 """jaxcal: measure, test and fix the calibration of probabilistic classifiers, in JAX."""
 
-from jaxcal import calibrators, coverage, losses, streaming
+from jaxcal import calibrators, coverage, losses, selective, streaming
 from jaxcal.calibrators import Calibrator
 from jaxcal.metrics import (
     BinStats,
@@ -121,6 +121,7 @@ __all__ = [
     "reliability_intervals",
     "score_decomposition",
     "score_decomposition_ci",
+    "selective",
     "smooth_ece",
     "soft_ece",
     "spiegelhalter_test",

@@ -33,7 +33,10 @@ transformation, namely
 * streaming: ``update``, ``compute``, one bucket view (``equal_mass_ece``) and the Poisson
   replicates' ``poisson_update``;
 * coverage: the loop-based ``regression_ssc`` and ``hsic``, ``classification_ssc``;
-* losses: all four (the padding of the training losses).
+* losses: all four (the padding of the training losses);
+* selective: ``aurc`` (one sort, then cumulative sums with ties averaged),
+  ``prediction_rejection_ratio.quality`` (the oracle's second sort, a float target) and
+  ``aurc.groups`` (the masked segments after one shared sort).
 
 A sweep that finds a defect in one entry of a family is then run over the family by hand
 (``-k``); a new kind of kernel adds its first entry to :data:`SWEEP`.
@@ -52,7 +55,7 @@ import numpy as np
 
 import jaxcal
 from jaxcal import calibrators as C
-from jaxcal import coverage, losses, streaming
+from jaxcal import coverage, losses, selective, streaming
 
 #: Every public namespace: the one place to add a new one (e.g. ``jaxcal.losses``).
 NAMESPACES = (
@@ -63,6 +66,7 @@ NAMESPACES = (
     "jaxcal.streaming",
     "jaxcal.coverage",
     "jaxcal.losses",
+    "jaxcal.selective",
     "jaxcal.plot",
 )
 
@@ -818,6 +822,47 @@ LOSSES = [
     Entry("flsd53_gamma", losses.flsd53_gamma, losses.flsd53_gamma, _cols("p"), (ROWS,)),
 ]
 
+# ---------------------------------------------------------------- selective prediction
+
+_CURVE_SKIP = {"pad": "one point per row, padding included (of zero width)"}
+
+
+def _selective(fn, name=None, binary=False, **kw):
+    """A selective measure: differentiable in the weights (the confidence enters by its
+    order only, so its gradient is 0 and finite)."""
+    return _metric(fn, name, grad=(0, 2), binary=binary, **kw)
+
+
+SELECTIVE = [
+    dataclasses.replace(_selective(selective.risk_coverage_curve), skip=_CURVE_SKIP),
+    _selective(selective.aurc),
+    _selective(selective.aurc, "aurc.trapezoid", convention="trapezoid"),
+    _selective(selective.aurc, "aurc.scores", binary=True),
+    _selective(selective.e_aurc),
+    _selective(selective.e_aurc, "e_aurc.closed_form", optimal="closed_form"),
+    _selective(selective.augrc),
+    _selective(selective.prediction_rejection_ratio, max_rejection=0.5),
+    _selective(selective.risk_at_coverage, coverage=(0.5, 0.9)),
+    _selective(selective.coverage_at_risk, risk=0.5),
+    _selective(selective.correctness_auroc),
+    Entry(
+        "prediction_rejection_ratio.quality",
+        selective.prediction_rejection_ratio,
+        lambda s, q, w: selective.prediction_rejection_ratio(s, q, weights=w),
+        _cols("margins", "p", "weights"),
+        (ROWS, ROWS, WEIGHTS),
+        grad=(1, 2),
+    ),
+    Entry(
+        "aurc.groups",
+        selective.aurc,
+        lambda p, y, g, w: selective.aurc(p, y, weights=w, groups=g, n_groups=3),
+        _cols("probs", "labels", "groups", "weights"),
+        (ROWS, LABELS, LABELS, WEIGHTS),
+        grad=(3,),
+    ),
+]
+
 ENTRIES: list[Entry] = [
     *METRICS,
     *STATS,
@@ -826,6 +871,7 @@ ENTRIES: list[Entry] = [
     *STREAMING,
     *COVERAGE,
     *LOSSES,
+    *SELECTIVE,
 ]
 
 #: The entries the slow sweeps cover (see the module docstring for the choice).
@@ -846,6 +892,7 @@ SWEEP = frozenset(
         "streaming.poisson_update",
         *("regression_ssc", "hsic", "classification_ssc"),
         *("dca_loss", "focal_loss", "mmce_loss", "soft_ece_loss"),
+        *("aurc", "prediction_rejection_ratio.quality", "aurc.groups"),
     }
 )
 
@@ -893,6 +940,7 @@ RESULT_TYPES = {
         "parquet_state, dask_state, array_state (host I/O, no public call in JAX)"
     ),
     coverage.SizeStratifiedCoverage: "regression_ssc, classification_ssc",
+    selective.RiskCoverageCurve: "risk_coverage_curve",
     streaming.SummaryReplicates: (
         "array_state, parquet_state with replicates='summary' (host I/O, no public call in JAX)"
     ),
@@ -903,6 +951,7 @@ NOT_TRANSFORMED = {
     jaxcal.calibrators: "a namespace",
     jaxcal.coverage: "a namespace",
     jaxcal.losses: "a namespace",
+    jaxcal.selective: "a namespace",
     jaxcal.streaming: "a namespace",
     jaxcal.Calibrator: "a NamedTuple of two functions (the entries call them)",
     streaming.CalibrationMetric: "the class clu_metric configures (its entry calls it)",

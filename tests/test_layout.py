@@ -10,6 +10,7 @@ module in             may import (besides its own folder)
 ``jaxcal.metrics``    ``_core``
 ``jaxcal.calibrators``  ``_core``
 ``jaxcal.coverage``   ``_core``
+``jaxcal.selective``  ``_core``
 ``jaxcal.stats``      ``_core``, ``metrics``
 ``jaxcal.losses``     ``_core``, ``metrics``
 ``jaxcal.streaming``  ``_core``, ``metrics``
@@ -44,22 +45,33 @@ FLOORS_BELOW = {
     "metrics": {"_core"},
     "calibrators": {"_core"},
     "coverage": {"_core"},
+    "selective": {"_core"},
     "stats": {"_core", "metrics"},
     "losses": {"_core", "metrics"},
     "streaming": {"_core", "metrics"},
-    "plot": {"_core", "metrics", "calibrators", "coverage", "stats", "losses", "streaming"},
+    "plot": {
+        "_core",
+        "metrics",
+        "calibrators",
+        "coverage",
+        "selective",
+        "stats",
+        "losses",
+        "streaming",
+    },
     "cli": {
         "_core",
         "metrics",
         "calibrators",
         "coverage",
+        "selective",
         "stats",
         "losses",
         "streaming",
         "plot",
         "jaxcal",
     },
-    "jaxcal": {"metrics", "calibrators", "coverage", "stats", "losses", "streaming"},
+    "jaxcal": {"metrics", "calibrators", "coverage", "selective", "stats", "losses", "streaming"},
 }
 
 #: (importing module, imported module) -> why the table's rule does not apply. Empty: the
