@@ -1,6 +1,6 @@
 """jaxcal: measure, test and fix the calibration of probabilistic classifiers, in JAX."""
 
-from jaxcal import calibrators, coverage, losses, selective, streaming
+from jaxcal import calibrators, coverage, losses, presets, selective, streaming
 from jaxcal.calibrators import Calibrator
 from jaxcal.metrics import (
     BinStats,
@@ -116,6 +116,7 @@ __all__ = [
     "mmce",
     "murphy_diagram",
     "paired_bootstrap",
+    "presets",
     "quantile_edges",
     "reliability_curve",
     "reliability_intervals",

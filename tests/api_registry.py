@@ -36,7 +36,8 @@ transformation, namely
 * losses: all four (the padding of the training losses);
 * selective: ``aurc`` (one sort, then cumulative sums with ties averaged),
   ``prediction_rejection_ratio.quality`` (the oracle's second sort, a float target) and
-  ``aurc.groups`` (the masked segments after one shared sort).
+  ``aurc.groups`` (the masked segments after one shared sort);
+* presets: all three (a rank-binned sort, a Platt fit inside, a bisection loop).
 
 A sweep that finds a defect in one entry of a family is then run over the family by hand
 (``-k``); a new kind of kernel adds its first entry to :data:`SWEEP`.
@@ -55,7 +56,7 @@ import numpy as np
 
 import jaxcal
 from jaxcal import calibrators as C
-from jaxcal import coverage, losses, selective, streaming
+from jaxcal import coverage, losses, presets, selective, streaming
 
 #: Every public namespace: the one place to add a new one (e.g. ``jaxcal.losses``).
 NAMESPACES = (
@@ -67,6 +68,7 @@ NAMESPACES = (
     "jaxcal.coverage",
     "jaxcal.losses",
     "jaxcal.selective",
+    "jaxcal.presets",
     "jaxcal.plot",
 )
 
@@ -863,6 +865,34 @@ SELECTIVE = [
     ),
 ]
 
+# ---------------------------------------------------------------- harness presets
+
+PRESETS = [
+    Entry(
+        "hle_calibration_error",
+        presets.hle_calibration_error,
+        lambda c, y: presets.hle_calibration_error(c, y, beta=4),
+        _cols("p", "y"),
+        (ROWS, LABELS),
+        grad=(0,),
+    ),
+    Entry(
+        "helm_calibration",
+        presets.helm_calibration,
+        presets.helm_calibration,
+        _cols("p", "y"),
+        (ROWS, LABELS),
+        **_FIT_TOL,  # its Platt fit stops at the L-BFGS tolerance
+    ),
+    Entry(
+        "temperature_tuned",
+        presets.temperature_tuned,
+        lambda z, y: presets.temperature_tuned(z, y, beta=4),
+        _cols("logits", "labels"),
+        (ROWS, LABELS),
+    ),
+]
+
 ENTRIES: list[Entry] = [
     *METRICS,
     *STATS,
@@ -872,6 +902,7 @@ ENTRIES: list[Entry] = [
     *COVERAGE,
     *LOSSES,
     *SELECTIVE,
+    *PRESETS,
 ]
 
 #: The entries the slow sweeps cover (see the module docstring for the choice).
@@ -893,6 +924,7 @@ SWEEP = frozenset(
         *("regression_ssc", "hsic", "classification_ssc"),
         *("dca_loss", "focal_loss", "mmce_loss", "soft_ece_loss"),
         *("aurc", "prediction_rejection_ratio.quality", "aurc.groups"),
+        *("hle_calibration_error", "helm_calibration", "temperature_tuned"),
     }
 )
 
@@ -941,6 +973,8 @@ RESULT_TYPES = {
     ),
     coverage.SizeStratifiedCoverage: "regression_ssc, classification_ssc",
     selective.RiskCoverageCurve: "risk_coverage_curve",
+    presets.HelmCalibration: "helm_calibration",
+    presets.TemperatureTuned: "temperature_tuned",
     streaming.SummaryReplicates: (
         "array_state, parquet_state with replicates='summary' (host I/O, no public call in JAX)"
     ),
@@ -952,6 +986,7 @@ NOT_TRANSFORMED = {
     jaxcal.coverage: "a namespace",
     jaxcal.losses: "a namespace",
     jaxcal.selective: "a namespace",
+    jaxcal.presets: "a namespace",
     jaxcal.streaming: "a namespace",
     jaxcal.Calibrator: "a NamedTuple of two functions (the entries call them)",
     streaming.CalibrationMetric: "the class clu_metric configures (its entry calls it)",

@@ -12,6 +12,7 @@ module in             may import (besides its own folder)
 ``jaxcal.coverage``   ``_core``
 ``jaxcal.selective``  ``_core``
 ``jaxcal.stats``      ``_core``, ``metrics``
+``jaxcal.presets``    ``_core``, ``metrics``, ``calibrators``, ``selective``
 ``jaxcal.losses``     ``_core``, ``metrics``
 ``jaxcal.streaming``  ``_core``, ``metrics``
 ``jaxcal.plot``       every floor below it
@@ -47,6 +48,7 @@ FLOORS_BELOW = {
     "coverage": {"_core"},
     "selective": {"_core"},
     "stats": {"_core", "metrics"},
+    "presets": {"_core", "metrics", "calibrators", "selective"},
     "losses": {"_core", "metrics"},
     "streaming": {"_core", "metrics"},
     "plot": {
@@ -56,6 +58,7 @@ FLOORS_BELOW = {
         "coverage",
         "selective",
         "stats",
+        "presets",
         "losses",
         "streaming",
     },
@@ -66,12 +69,22 @@ FLOORS_BELOW = {
         "coverage",
         "selective",
         "stats",
+        "presets",
         "losses",
         "streaming",
         "plot",
         "jaxcal",
     },
-    "jaxcal": {"metrics", "calibrators", "coverage", "selective", "stats", "losses", "streaming"},
+    "jaxcal": {
+        "metrics",
+        "calibrators",
+        "coverage",
+        "selective",
+        "stats",
+        "presets",
+        "losses",
+        "streaming",
+    },
 }
 
 #: (importing module, imported module) -> why the table's rule does not apply. Empty: the
