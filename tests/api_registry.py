@@ -37,7 +37,9 @@ transformation, namely
 * selective: ``aurc`` (one sort, then cumulative sums with ties averaged),
   ``prediction_rejection_ratio.quality`` (the oracle's second sort, a float target) and
   ``aurc.groups`` (the masked segments after one shared sort);
-* presets: all three (a rank-binned sort, a Platt fit inside, a bisection loop).
+* presets: all three (a rank-binned sort, a Platt fit inside, a bisection loop);
+* recalibrated metrics: ``recalibrated`` (vmapped L-BFGS fits over folds) and
+  ``calibration_refinement`` (vmapped isotonic fits).
 
 A sweep that finds a defect in one entry of a family is then run over the family by hand
 (``-k``); a new kind of kernel adds its first entry to :data:`SWEEP`.
@@ -865,6 +867,46 @@ SELECTIVE = [
     ),
 ]
 
+# ---------------------------------------------------------------- recalibrated metrics
+
+_PLATT = C.platt_scaling()  # one calibrator object per entry: built once
+_ISOTONIC = C.isotonic()
+_TEMPERATURE = C.temperature_scaling()
+_FOLDS = {"pad": "the folds are dealt over all N rows, padding included"}
+
+RECALIBRATED = [
+    Entry(
+        "cross_fit",
+        jaxcal.stats.cross_fit,
+        lambda p, y, w, key: jaxcal.stats.cross_fit(_PLATT, p, y, key=key, n_folds=3, weights=w),
+        lambda d, dtype: (*_BINARY(d, dtype), jax.random.key(10)),
+        (*_PLW, FIXED),
+        skip=_FOLDS,
+        **_FIT_TOL,  # the Platt fits stop at the L-BFGS tolerance
+    ),
+    Entry(
+        "recalibrated",
+        jaxcal.stats.recalibrated,
+        lambda p, y, w, key: jaxcal.stats.recalibrated(
+            jaxcal.ece, _TEMPERATURE, p, y, key=key, n_folds=3, weights=w
+        ),
+        lambda d, dtype: (*_cols("logits", "labels", "weights")(d, dtype), jax.random.key(11)),
+        (*_PLW, FIXED),
+        skip=_FOLDS,
+        **_FIT_TOL,
+    ),
+    Entry(
+        "calibration_refinement",
+        jaxcal.calibration_refinement,
+        lambda p, y, w, key: jaxcal.calibration_refinement(
+            p, y, calibrator=_ISOTONIC, key=key, n_folds=3, weights=w
+        ),
+        lambda d, dtype: (*_BINARY(d, dtype), jax.random.key(12)),
+        (*_PLW, FIXED),
+        skip=_FOLDS,
+    ),
+]
+
 # ---------------------------------------------------------------- harness presets
 
 PRESETS = [
@@ -902,6 +944,7 @@ ENTRIES: list[Entry] = [
     *COVERAGE,
     *LOSSES,
     *SELECTIVE,
+    *RECALIBRATED,
     *PRESETS,
 ]
 
@@ -925,6 +968,7 @@ SWEEP = frozenset(
         *("dca_loss", "focal_loss", "mmce_loss", "soft_ece_loss"),
         *("aurc", "prediction_rejection_ratio.quality", "aurc.groups"),
         *("hle_calibration_error", "helm_calibration", "temperature_tuned"),
+        *("recalibrated", "calibration_refinement"),
     }
 )
 
@@ -974,6 +1018,7 @@ RESULT_TYPES = {
     coverage.SizeStratifiedCoverage: "regression_ssc, classification_ssc",
     selective.RiskCoverageCurve: "risk_coverage_curve",
     presets.HelmCalibration: "helm_calibration",
+    jaxcal.CalibrationRefinement: "calibration_refinement",
     presets.TemperatureTuned: "temperature_tuned",
     streaming.SummaryReplicates: (
         "array_state, parquet_state with replicates='summary' (host I/O, no public call in JAX)"
