@@ -72,6 +72,7 @@ NAMESPACES = (
     "jaxcal.selective",
     "jaxcal.presets",
     "jaxcal.plot",
+    "jaxcal.sklearn",
 )
 
 N, K, BATCH = 24, 3, 3
@@ -1053,10 +1054,15 @@ NOT_YET_REGISTERED: dict[Any, str] = {}
 
 
 def host_only() -> dict[Any, str]:
-    """jaxcal.plot draws with matplotlib on the host (imported only when asked for)."""
+    """jaxcal.plot draws with matplotlib on the host, jaxcal.sklearn works on NumPy arrays
+    (each imported only when asked for)."""
     from jaxcal import plot
+    from jaxcal import sklearn as sk
 
     return {
+        sk.CalibratedClassifierCV: "a scikit-learn estimator on NumPy arrays (host side)",
+        sk.CalibrationDisplay: "draws with matplotlib (host side)",
+        sk.calibration_curve: "scikit-learn's NumPy float64 result, reproduced on the host",
         plot.reliability_diagram: "draws with matplotlib (host side)",
         plot.cumulative_differences_plot: "draws with matplotlib (host side)",
         plot.corp_diagram: "draws with matplotlib (host side)",

@@ -16,6 +16,7 @@ module in             may import (besides its own folder)
 ``jaxcal.losses``     ``_core``, ``metrics``
 ``jaxcal.streaming``  ``_core``, ``metrics``
 ``jaxcal.plot``       every floor below it
+``jaxcal.sklearn``    every floor below it (plot's floor)
 ``jaxcal.cli``        anything
 ``jaxcal`` (root)     the public namespaces it re-exports
 ====================  ==============================================================
@@ -62,6 +63,17 @@ FLOORS_BELOW = {
         "losses",
         "streaming",
     },
+    "sklearn": {
+        "_core",
+        "metrics",
+        "calibrators",
+        "coverage",
+        "selective",
+        "stats",
+        "presets",
+        "losses",
+        "streaming",
+    },
     "cli": {
         "_core",
         "metrics",
@@ -73,6 +85,7 @@ FLOORS_BELOW = {
         "losses",
         "streaming",
         "plot",
+        "sklearn",
         "jaxcal",
     },
     "jaxcal": {
