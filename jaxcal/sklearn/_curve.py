@@ -144,9 +144,10 @@ class CalibrationDisplay(_SklearnDisplay):
       >>> rng = np.random.default_rng(0)
       >>> p = rng.dirichlet(np.ones(3), 200)
       >>> y = np.array([rng.choice(3, p=r) for r in p])
-      >>> disp = CalibrationDisplay.from_predictions(y, p, n_bins="cube_root")  # doctest: +SKIP
-      >>> disp.prob_true.shape  # doctest: +SKIP
-      (6,)
+      >>> disp = CalibrationDisplay.from_predictions(y, p, n_bins="cube_root")  # 6 bins
+      >>> disp.prob_true.shape  # top probabilities >= 1/3: the two lowest bins are empty
+      (4,)
+      >>> import matplotlib.pyplot as plt; plt.close("all")
     """
 
     @classmethod
