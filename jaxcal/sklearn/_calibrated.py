@@ -76,8 +76,9 @@ class CalibratedClassifierCV(ClassifierMixin, MetaEstimatorMixin, BaseEstimator)
     calibration) pair per fold and averages their probabilities; False calibrates the
     cross-validated response of one estimator refitted on all data. ``sample_weight``
     goes to the estimator's ``fit`` (when it accepts it, else a warning as
-    scikit-learn's) and to every calibration fit. Computations run in float32 unless
-    ``jax_enable_x64`` is set; probabilities come back as float64 NumPy arrays.
+    scikit-learn's) and to every calibration fit. The calibration runs in float64, as
+    scikit-learn's (inside ``jax.enable_x64(True)``, local to the call: the process's
+    setting is untouched); probabilities come back as float64 NumPy arrays.
     Metadata routing beyond ``sample_weight`` is not supported (``**fit_params`` go to
     the estimator's ``fit``).
 

@@ -221,7 +221,7 @@ class CalibrationDisplay(_SklearnDisplay):
           X: the samples.
           y: their labels.
           n_bins, strategy, pos_label, name, ax, ref_line, **kwargs: as
-            :meth:`from_predictions`.
+            :meth:`~jaxcal.sklearn.CalibrationDisplay.from_predictions`.
 
         Returns:
           the display.
