@@ -219,8 +219,8 @@ def sklearn_rows(n: int, args, notes: list[str]) -> list[dict]:
     notes.append(
         f"CalibratedClassifierCV: {n:,} calibration samples, K = 3, a frozen LogisticRegression "
         "(the time is the calibration's); jaxcal's compile s is its first call minus a steady "
-        "one; value: the largest difference of the two estimators' probabilities (float32 "
-        "against float64)."
+        "one; value: the largest difference of the two estimators' probabilities (both "
+        "float64)."
     )
     return out
 
