@@ -2,7 +2,8 @@
 
 Each comparison script (``bench_ece.py``, ``bench_tests.py``, ``bench_bootstrap.py``,
 ``bench_calibrators.py``, ``bench_affine.py``, ``bench_soft.py``, ``bench_coverage.py``,
-``bench_streaming.py``, ``bench_corp.py``, ``bench_inputs.py``, ``bench_startup.py``) runs in its own process, as it would alone, and writes its
+``bench_streaming.py``, ``bench_corp.py``, ``bench_inputs.py``, ``bench_startup.py``,
+``bench_selective.py``) runs in its own process, as it would alone, and writes its
 results as JSON (``--json``, the :class:`_timing.Table` format); ``bench_streaming.py``
 runs each implementation in a process of its own. This driver renders one Markdown table
 per :class:`~_timing.Table`, with the same columns everywhere:
@@ -24,7 +25,8 @@ per :class:`~_timing.Table`, with the same columns everywhere:
 the table KEY (so re-running regenerates them; a table may stand on several pages), and
 saves each script's own full report in ``benchmarks/results/NAME.md``.
 torch-based peers (torchmetrics, netcal) live in the ``bench-torch`` extra, in an
-environment of their own: ``--torch-python`` runs ``bench_ece.py`` and the torch workers
+environment of their own: ``--torch-python`` runs ``bench_ece.py``, ``bench_selective.py``
+(torch-uncertainty's AURC) and the torch workers
 of ``bench_streaming.py`` with that interpreter; without it they are skipped with a note.
 A script that fails is reported and the others still run (exit code 1 at the end).
 """
@@ -57,6 +59,10 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "corp": ([], ["--n", "2000", "--boot-n", "1000", "--resamples", "20"]),
     "inputs": ([], ["--sizes", "2000", "--repeats", "2", "--budget-s", "0.05"]),
     "startup": ([], ["--quick"]),
+    "selective": (
+        [],
+        ["--sizes", "2000", "--sklearn-n", "3000", "--repeats", "2", "--budget-s", "0.05"],
+    ),
 }
 #: Scripts that take --clock (bench_streaming.py times whole subprocess runs by wall clock).
 CLOCKED = set(SCRIPTS) - {"streaming"}
@@ -131,7 +137,7 @@ def _run_script(name: str, args: argparse.Namespace, json_path: Path) -> tuple[i
     if name in CLOCKED:
         script_args += ["--clock", args.clock]
     python = sys.executable
-    if args.torch_python and name == "ece":
+    if args.torch_python and name in ("ece", "selective"):
         python = args.torch_python
     if args.torch_python and name == "streaming":
         script_args += ["--torch-python", args.torch_python]

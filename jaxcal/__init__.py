@@ -1,6 +1,6 @@
 """jaxcal: measure, test and fix the calibration of probabilistic classifiers, in JAX."""
 
-from jaxcal import calibrators, coverage, losses, streaming
+from jaxcal import calibrators, coverage, losses, presets, selective, streaming
 from jaxcal.calibrators import Calibrator
 from jaxcal.metrics import (
     BinStats,
@@ -31,6 +31,7 @@ from jaxcal.stats import (
     ICI,
     BinomialInterval,
     BootstrapResult,
+    CalibrationRefinement,
     CalibrationTests,
     ConsistencyBands,
     ConsistencyTestResult,
@@ -45,6 +46,7 @@ from jaxcal.stats import (
     brownian_max_sf,
     brownian_range_cdf,
     brownian_range_sf,
+    calibration_refinement,
     calibration_tests,
     clopper_pearson_interval,
     consistency_bands,
@@ -71,6 +73,7 @@ __all__ = [
     "BinomialInterval",
     "BootstrapResult",
     "BrierDecomposition",
+    "CalibrationRefinement",
     "CalibrationTests",
     "Calibrator",
     "ConsistencyBands",
@@ -93,6 +96,7 @@ __all__ = [
     "brownian_max_sf",
     "brownian_range_cdf",
     "brownian_range_sf",
+    "calibration_refinement",
     "calibration_tests",
     "calibrators",
     "classwise_ece",
@@ -116,11 +120,13 @@ __all__ = [
     "mmce",
     "murphy_diagram",
     "paired_bootstrap",
+    "presets",
     "quantile_edges",
     "reliability_curve",
     "reliability_intervals",
     "score_decomposition",
     "score_decomposition_ci",
+    "selective",
     "smooth_ece",
     "soft_ece",
     "spiegelhalter_test",

@@ -33,7 +33,13 @@ transformation, namely
 * streaming: ``update``, ``compute``, one bucket view (``equal_mass_ece``) and the Poisson
   replicates' ``poisson_update``;
 * coverage: the loop-based ``regression_ssc`` and ``hsic``, ``classification_ssc``;
-* losses: all four (the padding of the training losses).
+* losses: all four (the padding of the training losses);
+* selective: ``aurc`` (one sort, then cumulative sums with ties averaged),
+  ``prediction_rejection_ratio.quality`` (the oracle's second sort, a float target) and
+  ``aurc.groups`` (the masked segments after one shared sort);
+* presets: all three (a rank-binned sort, a Platt fit inside, a bisection loop);
+* recalibrated metrics: ``recalibrated`` (vmapped L-BFGS fits over folds) and
+  ``calibration_refinement`` (vmapped isotonic fits).
 
 A sweep that finds a defect in one entry of a family is then run over the family by hand
 (``-k``); a new kind of kernel adds its first entry to :data:`SWEEP`.
@@ -52,7 +58,7 @@ import numpy as np
 
 import jaxcal
 from jaxcal import calibrators as C
-from jaxcal import coverage, losses, streaming
+from jaxcal import coverage, losses, presets, selective, streaming
 
 #: Every public namespace: the one place to add a new one (e.g. ``jaxcal.losses``).
 NAMESPACES = (
@@ -63,7 +69,10 @@ NAMESPACES = (
     "jaxcal.streaming",
     "jaxcal.coverage",
     "jaxcal.losses",
+    "jaxcal.selective",
+    "jaxcal.presets",
     "jaxcal.plot",
+    "jaxcal.sklearn",
 )
 
 N, K, BATCH = 24, 3, 3
@@ -818,6 +827,115 @@ LOSSES = [
     Entry("flsd53_gamma", losses.flsd53_gamma, losses.flsd53_gamma, _cols("p"), (ROWS,)),
 ]
 
+# ---------------------------------------------------------------- selective prediction
+
+_CURVE_SKIP = {"pad": "one point per row, padding included (of zero width)"}
+
+
+def _selective(fn, name=None, binary=False, **kw):
+    """A selective measure: differentiable in the weights (the confidence enters by its
+    order only, so its gradient is 0 and finite)."""
+    return _metric(fn, name, grad=(0, 2), binary=binary, **kw)
+
+
+SELECTIVE = [
+    dataclasses.replace(_selective(selective.risk_coverage_curve), skip=_CURVE_SKIP),
+    _selective(selective.aurc),
+    _selective(selective.aurc, "aurc.trapezoid", convention="trapezoid"),
+    _selective(selective.aurc, "aurc.scores", binary=True),
+    _selective(selective.e_aurc),
+    _selective(selective.e_aurc, "e_aurc.closed_form", optimal="closed_form"),
+    _selective(selective.augrc),
+    _selective(selective.prediction_rejection_ratio, max_rejection=0.5),
+    _selective(selective.risk_at_coverage, coverage=(0.5, 0.9)),
+    _selective(selective.coverage_at_risk, risk=0.5),
+    _selective(selective.correctness_auroc),
+    Entry(
+        "prediction_rejection_ratio.quality",
+        selective.prediction_rejection_ratio,
+        lambda s, q, w: selective.prediction_rejection_ratio(s, q, weights=w),
+        _cols("margins", "p", "weights"),
+        (ROWS, ROWS, WEIGHTS),
+        grad=(1, 2),
+    ),
+    Entry(
+        "aurc.groups",
+        selective.aurc,
+        lambda p, y, g, w: selective.aurc(p, y, weights=w, groups=g, n_groups=3),
+        _cols("probs", "labels", "groups", "weights"),
+        (ROWS, LABELS, LABELS, WEIGHTS),
+        grad=(3,),
+    ),
+]
+
+# ---------------------------------------------------------------- recalibrated metrics
+
+_PLATT = C.platt_scaling()  # one calibrator object per entry: built once
+_ISOTONIC = C.isotonic()
+_TEMPERATURE = C.temperature_scaling()
+_FOLDS = {"pad": "the folds are dealt over all N rows, padding included"}
+
+RECALIBRATED = [
+    Entry(
+        "cross_fit",
+        jaxcal.stats.cross_fit,
+        lambda p, y, w, key: jaxcal.stats.cross_fit(_PLATT, p, y, key=key, n_folds=3, weights=w),
+        lambda d, dtype: (*_BINARY(d, dtype), jax.random.key(10)),
+        (*_PLW, FIXED),
+        skip=_FOLDS,
+        **_FIT_TOL,  # the Platt fits stop at the L-BFGS tolerance
+    ),
+    Entry(
+        "recalibrated",
+        jaxcal.stats.recalibrated,
+        lambda p, y, w, key: jaxcal.stats.recalibrated(
+            jaxcal.ece, _TEMPERATURE, p, y, key=key, n_folds=3, weights=w
+        ),
+        lambda d, dtype: (*_cols("logits", "labels", "weights")(d, dtype), jax.random.key(11)),
+        (*_PLW, FIXED),
+        skip=_FOLDS,
+        **_FIT_TOL,
+    ),
+    Entry(
+        "calibration_refinement",
+        jaxcal.calibration_refinement,
+        lambda p, y, w, key: jaxcal.calibration_refinement(
+            p, y, calibrator=_ISOTONIC, key=key, n_folds=3, weights=w
+        ),
+        lambda d, dtype: (*_BINARY(d, dtype), jax.random.key(12)),
+        (*_PLW, FIXED),
+        skip=_FOLDS,
+    ),
+]
+
+# ---------------------------------------------------------------- harness presets
+
+PRESETS = [
+    Entry(
+        "hle_calibration_error",
+        presets.hle_calibration_error,
+        lambda c, y: presets.hle_calibration_error(c, y, beta=4),
+        _cols("p", "y"),
+        (ROWS, LABELS),
+        grad=(0,),
+    ),
+    Entry(
+        "helm_calibration",
+        presets.helm_calibration,
+        presets.helm_calibration,
+        _cols("p", "y"),
+        (ROWS, LABELS),
+        **_FIT_TOL,  # its Platt fit stops at the L-BFGS tolerance
+    ),
+    Entry(
+        "temperature_tuned",
+        presets.temperature_tuned,
+        lambda z, y: presets.temperature_tuned(z, y, beta=4),
+        _cols("logits", "labels"),
+        (ROWS, LABELS),
+    ),
+]
+
 ENTRIES: list[Entry] = [
     *METRICS,
     *STATS,
@@ -826,6 +944,9 @@ ENTRIES: list[Entry] = [
     *STREAMING,
     *COVERAGE,
     *LOSSES,
+    *SELECTIVE,
+    *RECALIBRATED,
+    *PRESETS,
 ]
 
 #: The entries the slow sweeps cover (see the module docstring for the choice).
@@ -846,6 +967,9 @@ SWEEP = frozenset(
         "streaming.poisson_update",
         *("regression_ssc", "hsic", "classification_ssc"),
         *("dca_loss", "focal_loss", "mmce_loss", "soft_ece_loss"),
+        *("aurc", "prediction_rejection_ratio.quality", "aurc.groups"),
+        *("hle_calibration_error", "helm_calibration", "temperature_tuned"),
+        *("recalibrated", "calibration_refinement"),
     }
 )
 
@@ -893,6 +1017,10 @@ RESULT_TYPES = {
         "parquet_state, dask_state, array_state (host I/O, no public call in JAX)"
     ),
     coverage.SizeStratifiedCoverage: "regression_ssc, classification_ssc",
+    selective.RiskCoverageCurve: "risk_coverage_curve",
+    presets.HelmCalibration: "helm_calibration",
+    jaxcal.CalibrationRefinement: "calibration_refinement",
+    presets.TemperatureTuned: "temperature_tuned",
     streaming.SummaryReplicates: (
         "array_state, parquet_state with replicates='summary' (host I/O, no public call in JAX)"
     ),
@@ -903,6 +1031,8 @@ NOT_TRANSFORMED = {
     jaxcal.calibrators: "a namespace",
     jaxcal.coverage: "a namespace",
     jaxcal.losses: "a namespace",
+    jaxcal.selective: "a namespace",
+    jaxcal.presets: "a namespace",
     jaxcal.streaming: "a namespace",
     jaxcal.Calibrator: "a NamedTuple of two functions (the entries call them)",
     streaming.CalibrationMetric: "the class clu_metric configures (its entry calls it)",
@@ -924,10 +1054,15 @@ NOT_YET_REGISTERED: dict[Any, str] = {}
 
 
 def host_only() -> dict[Any, str]:
-    """jaxcal.plot draws with matplotlib on the host (imported only when asked for)."""
+    """jaxcal.plot draws with matplotlib on the host, jaxcal.sklearn works on NumPy arrays
+    (each imported only when asked for)."""
     from jaxcal import plot
+    from jaxcal import sklearn as sk
 
     return {
+        sk.CalibratedClassifierCV: "a scikit-learn estimator on NumPy arrays (host side)",
+        sk.CalibrationDisplay: "draws with matplotlib (host side)",
+        sk.calibration_curve: "scikit-learn's NumPy float64 result, reproduced on the host",
         plot.reliability_diagram: "draws with matplotlib (host side)",
         plot.cumulative_differences_plot: "draws with matplotlib (host side)",
         plot.corp_diagram: "draws with matplotlib (host side)",

@@ -10,10 +10,13 @@ module in             may import (besides its own folder)
 ``jaxcal.metrics``    ``_core``
 ``jaxcal.calibrators``  ``_core``
 ``jaxcal.coverage``   ``_core``
+``jaxcal.selective``  ``_core``
 ``jaxcal.stats``      ``_core``, ``metrics``
+``jaxcal.presets``    ``_core``, ``metrics``, ``calibrators``, ``selective``
 ``jaxcal.losses``     ``_core``, ``metrics``
 ``jaxcal.streaming``  ``_core``, ``metrics``
 ``jaxcal.plot``       every floor below it
+``jaxcal.sklearn``    every floor below it (plot's floor)
 ``jaxcal.cli``        anything
 ``jaxcal`` (root)     the public namespaces it re-exports
 ====================  ==============================================================
@@ -44,22 +47,57 @@ FLOORS_BELOW = {
     "metrics": {"_core"},
     "calibrators": {"_core"},
     "coverage": {"_core"},
+    "selective": {"_core"},
     "stats": {"_core", "metrics"},
+    "presets": {"_core", "metrics", "calibrators", "selective"},
     "losses": {"_core", "metrics"},
     "streaming": {"_core", "metrics"},
-    "plot": {"_core", "metrics", "calibrators", "coverage", "stats", "losses", "streaming"},
+    "plot": {
+        "_core",
+        "metrics",
+        "calibrators",
+        "coverage",
+        "selective",
+        "stats",
+        "presets",
+        "losses",
+        "streaming",
+    },
+    "sklearn": {
+        "_core",
+        "metrics",
+        "calibrators",
+        "coverage",
+        "selective",
+        "stats",
+        "presets",
+        "losses",
+        "streaming",
+    },
     "cli": {
         "_core",
         "metrics",
         "calibrators",
         "coverage",
+        "selective",
         "stats",
+        "presets",
         "losses",
         "streaming",
         "plot",
+        "sklearn",
         "jaxcal",
     },
-    "jaxcal": {"metrics", "calibrators", "coverage", "stats", "losses", "streaming"},
+    "jaxcal": {
+        "metrics",
+        "calibrators",
+        "coverage",
+        "selective",
+        "stats",
+        "presets",
+        "losses",
+        "streaming",
+    },
 }
 
 #: (importing module, imported module) -> why the table's rule does not apply. Empty: the

@@ -80,8 +80,38 @@ class BinMoments(NamedTuple):
     sum_dev_target: jax.Array
 
 
-def check_binning(n_bins: int, binning: str, closed: str) -> int:
-    """Static validation of the three binning options; returns ``n_bins`` as int."""
+def cube_root_bins(n: int) -> int:
+    """``ceil(n ** (1/3))`` exactly, in integers (at least 1): the cube-root rule.
+
+    Example:
+      >>> [cube_root_bins(n) for n in (1, 8, 9, 27, 28, 1000, 1001)]
+      [1, 2, 3, 3, 4, 10, 11]
+    """
+    m = max(1, round(n ** (1 / 3)))
+    while m**3 < n:
+        m += 1
+    while m > 1 and (m - 1) ** 3 >= n:
+        m -= 1
+    return m
+
+
+def check_binning(n_bins: int | str, binning: str, closed: str, rows=None) -> int:
+    """Static validation of the three binning options; returns ``n_bins`` as int.
+
+    ``n_bins="cube_root"``: ``ceil(N ** (1/3))`` bins for N the rows of the scores
+    ``rows`` (a static shape, resolved at trace time; under ``jit`` padding rows count).
+    """
+    if isinstance(n_bins, str):
+        if n_bins != "cube_root":
+            raise ValueError(f"`n_bins` must be an integer >= 1 or 'cube_root'; got {n_bins!r}.")
+        shape = () if rows is None else tuple(getattr(rows, "shape", None) or np.shape(rows))
+        if not shape:
+            raise ValueError(
+                "`n_bins='cube_root'` (ceil(N^(1/3)) bins) needs the number of samples, which "
+                "this function does not know (a state, or a factory built before the data); "
+                "pass an integer."
+            )
+        n_bins = cube_root_bins(int(shape[0]))
     n_bins = check_positive_int("n_bins", n_bins)
     check_option("binning", binning, BINNINGS)
     check_option("closed", closed, CLOSED)

@@ -157,12 +157,14 @@ def _decomposition_kernel(
     return decompose(score, method, probs, labels, weights, n_bins, binning, closed, reduction)
 
 
-def check_decomposition_options(score, method, n_bins, binning, closed, reduction) -> int:
+def check_decomposition_options(
+    score, method, n_bins, binning, closed, reduction, rows=None
+) -> int:
     """Static checks of the options of :func:`~jaxcal.metrics.score_decomposition`; returns ``n_bins``."""
     check_option("score", score, SCORES)
     check_option("method", method, METHODS)
     check_option("reduction", reduction, REDUCTIONS)
-    return check_binning(n_bins, binning, closed)
+    return check_binning(n_bins, binning, closed, rows)
 
 
 def score_decomposition(
@@ -236,7 +238,7 @@ def score_decomposition(
       partition of the probability score", J. Appl. Meteor. 12; Bröcker (2009),
       "Reliability, sufficiency, and the decomposition of proper scores".
     """
-    n_bins = check_decomposition_options(score, method, n_bins, binning, closed, reduction)
+    n_bins = check_decomposition_options(score, method, n_bins, binning, closed, reduction, probs)
     probs, labels, weights = check_probs_labels(probs, labels, weights)
     return _decomposition_kernel(
         probs, labels, weights, score, method, n_bins, binning, closed, reduction

@@ -226,7 +226,7 @@ def ece(
       calibration: a survey on how to assess and improve predicted class probabilities"
       (the ECML-PKDD calibration tutorial and its worked example).
     """
-    n_bins = check_binning(n_bins, binning, closed)
+    n_bins = check_binning(n_bins, binning, closed, probs)
     check_norm(norm, debias)
     probs, labels, weights = check_probs_labels(
         probs, labels, weights, values=False, renormalize=renormalize
@@ -341,7 +341,7 @@ def classwise_ece(
       Kull et al. (2019), "Beyond temperature scaling"; Kumar, Liang & Ma (2019);
       Silva Filho et al. (2023), the ECML-PKDD calibration tutorial.
     """
-    n_bins = check_binning(n_bins, binning, closed)
+    n_bins = check_binning(n_bins, binning, closed, probs)
     check_norm(norm, debias)
     probs, labels, weights = check_probs_labels(
         probs, labels, weights, values=False, renormalize=renormalize
@@ -427,7 +427,7 @@ def top_label_ece(
       Gupta & Ramdas (2021), "Top-label calibration and multiclass-to-binary reductions";
       MAPIE's ``top_label_ece``.
     """
-    n_bins = check_binning(n_bins, binning, closed)
+    n_bins = check_binning(n_bins, binning, closed, probs)
     check_norm(norm, debias)
     check_option("average", average, AVERAGES)
     probs, labels, weights = check_probs_labels(

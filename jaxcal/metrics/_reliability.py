@@ -119,7 +119,7 @@ def reliability_curve(
       DeGroot & Fienberg (1983); Niculescu-Mizil & Caruana (2005); scikit-learn's
       ``calibration_curve`` (which drops empty bins and uses ``closed="left"``).
     """
-    n_bins = check_binning(n_bins, binning, closed)
+    n_bins = check_binning(n_bins, binning, closed, probs)
     probs, labels, weights = check_probs_labels(
         probs, labels, weights, values=False, renormalize=renormalize
     )

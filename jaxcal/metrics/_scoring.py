@@ -272,7 +272,7 @@ def brier_decomposition(
       Murphy (1973), "A new vector partition of the probability score"; Stephenson, Coelho
       & Jolliffe (2008), "Two extra components in the Brier score decomposition".
     """
-    n_bins = check_binning(n_bins, binning, closed)
+    n_bins = check_binning(n_bins, binning, closed, probs)
     probs, labels, weights = check_probs_labels(
         probs, labels, weights, values=False, renormalize=renormalize
     )

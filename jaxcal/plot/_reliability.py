@@ -203,7 +203,7 @@ def reliability_diagram(
       reliability diagrams", Weather and Forecasting 22(3); Wilson (1927), "Probable
       inference, the law of succession, and statistical inference", JASA 22(158).
     """
-    n_bins = check_binning(n_bins, binning, closed)
+    n_bins = check_binning(n_bins, binning, closed, probs)
     if kind is not None:
         check_option("kind", kind, KINDS)
     for name, flag in (

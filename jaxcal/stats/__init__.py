@@ -55,12 +55,19 @@ from jaxcal.stats._resampling.intervals import (
     reliability_intervals,
     wilson_interval,
 )
+from jaxcal.stats._resampling.recalibrated import (
+    CalibrationRefinement,
+    calibration_refinement,
+    cross_fit,
+    recalibrated,
+)
 from jaxcal.stats._result import TestResult
 
 __all__ = [
     "ICI",
     "BinomialInterval",
     "BootstrapResult",
+    "CalibrationRefinement",
     "CalibrationSlopeIntercept",
     "CalibrationTests",
     "ConsistencyBands",
@@ -80,6 +87,7 @@ __all__ = [
     "brownian_max_sf",
     "brownian_range_cdf",
     "brownian_range_sf",
+    "calibration_refinement",
     "calibration_slope_intercept",
     "calibration_tests",
     "clopper_pearson_interval",
@@ -87,6 +95,7 @@ __all__ = [
     "consistency_bands",
     "consistency_test",
     "corp_bands",
+    "cross_fit",
     "cumulative_differences",
     "hosmer_lemeshow_test",
     "ici",
@@ -99,6 +108,7 @@ __all__ = [
     "observed_expected_ratio",
     "paired_bootstrap",
     "prevalence_weights",
+    "recalibrated",
     "reliability_intervals",
     "score_decomposition_ci",
     "spiegelhalter_test",

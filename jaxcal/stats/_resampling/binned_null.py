@@ -103,6 +103,8 @@ def binned_spec(metric: Any) -> BinnedSpec | None:
         return None
     defaults = {n: params[n].default for n in free if params[n].default is not params[n].empty}
     options = {**_DEFAULTS, **defaults, **keywords, **form}
+    if options["n_bins"] == "cube_root":  # resolved per call by the metric itself
+        return None
     n_bins = check_binning(options["n_bins"], options["binning"], options["closed"])
     check_norm(options["norm"], options["debias"])
     return BinnedSpec(

@@ -332,7 +332,7 @@ def score_decomposition_ci(
       Dimitriadis, Gneiting & Jordan (2021), PNAS 118(8); Efron & Tibshirani (1993),
       "An Introduction to the Bootstrap", ch. 13.
     """
-    n_bins = check_decomposition_options(score, method, n_bins, binning, closed, reduction)
+    n_bins = check_decomposition_options(score, method, n_bins, binning, closed, reduction, probs)
     checked = _checked(probs, labels, weights, key, n_resamples, confidence, batch_size)
     probs, labels, weights, key, n_resamples, confidence, n_batches, batch = checked
     options = (score, method, n_bins, binning, closed, reduction)

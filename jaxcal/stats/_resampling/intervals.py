@@ -301,7 +301,7 @@ def reliability_intervals(
     """
     check_option("method", method, INTERVAL_METHODS)
     confidence = check_confidence(confidence)
-    n_bins = check_binning(n_bins, binning, closed)
+    n_bins = check_binning(n_bins, binning, closed, probs)
     probs, labels, _ = check_probs_labels(probs, labels)
     return _reliability_intervals_kernel(probs, labels, method, confidence, n_bins, binning, closed)
 
@@ -394,7 +394,7 @@ def consistency_bands(
     """
     n_resamples = check_n_resamples(n_resamples)
     confidence = check_confidence(confidence)
-    n_bins = check_binning(n_bins, binning, closed)
+    n_bins = check_binning(n_bins, binning, closed, probs)
     batch_size = check_batch_size(batch_size)
     probs = check_probs(probs)
     key = check_key(key)

@@ -1,0 +1,172 @@
+"""The calibration step of ``CalibratedClassifierCV``, run by jaxcal calibrators.
+
+scikit-learn calibrates the classifier's response (``decision_function`` when it has
+one, else ``predict_proba``), ``(N, C)`` with C = 1 (the positive class) for two
+classes. Binary methods (sigmoid, isotonic, Venn-Abers, any binary ``Calibrator``) are
+fitted one-vs-rest, one per column, all columns in one ``jax.vmap``; the rows are then
+normalised (scikit-learn's rule: a row summing to 0 becomes uniform; two classes:
+``p0 = 1 - p1``). Multiclass methods (temperature, any multiclass ``Calibrator``) read
+the response as logits, converted as scikit-learn's ``_convert_to_logits`` does.
+
+Everything runs in float64, as scikit-learn does, inside ``jax.enable_x64(True)`` (a
+context local to the call and its thread; the process's setting is left alone): in
+float32 isotonic regression merges scores closer than float32's resolution (1e-6) and
+the fitted steps move by up to 0.02 at N = 1e5 (benchmarks/bench_selective.py).
+
+Rows are padded with weight-0 rows up to the next power of two (and at least 16), so
+that the many fold and batch sizes of a cross-validation share a few compiled programs;
+jaxcal's fits ignore rows of weight 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcal import calibrators as C
+
+METHODS = ("sigmoid", "isotonic", "temperature", "venn_abers")
+
+_BUILT: dict[tuple, Any] = {}
+
+
+def calibrator_of(method: Any) -> Any:
+    """The jaxcal ``Calibrator`` of a method name (built once per process), or ``method``."""
+    if not isinstance(method, str):
+        return method
+    if method not in _BUILT:
+        _BUILT[method] = {
+            # scikit-learn's sigmoid: Platt on the raw response, with Platt's soft targets
+            "sigmoid": lambda: C.platt_scaling(target_smoothing=True, inputs="logits"),
+            "isotonic": lambda: C.isotonic(inputs="logits"),
+            "temperature": lambda: C.temperature_scaling(inputs="logits"),
+            "venn_abers": lambda: C.venn_abers(inputs="logits"),
+        }[method]()
+    return _BUILT[method]
+
+
+def is_binary(calibrator: Any) -> bool:
+    """A binary calibrator (fitted one-vs-rest) or a multiclass one."""
+    return bool(getattr(calibrator.fit, "binary", True))
+
+
+def padded_size(n: int) -> int:
+    """The next power of two >= n (at least 16): a few shapes for every fold size."""
+    return max(16, 1 << max(0, int(n - 1).bit_length()))
+
+
+def _pad(x: np.ndarray, size: int, fill: float = 0.0) -> np.ndarray:
+    pad = [(0, size - x.shape[0])] + [(0, 0)] * (x.ndim - 1)
+    return np.pad(x, pad, constant_values=fill)
+
+
+def to_logits(predictions: np.ndarray, from_proba: bool) -> np.ndarray:
+    """scikit-learn's ``_convert_to_logits`` (and its two-class completion)."""
+    p = np.asarray(predictions, np.float64)
+    if p.ndim == 2 and p.shape[1] == 1:
+        if from_proba:  # the positive class's probability: the two columns, then logs
+            p = np.concatenate([1 - p, p], axis=1)
+        else:
+            return np.concatenate([-p, p], axis=1)
+    rows_are_probs = np.all((p >= 0) & (p <= 1)) and np.allclose(p.sum(axis=1), 1.0)
+    return np.log(p + 1e-12) if rows_are_probs else p
+
+
+class Fitted(NamedTuple):
+    """One fitted calibration: the method, its (stacked) params, the column map.
+
+    The method is kept by name (its calibrator rebuilt on use) so that a fitted
+    estimator pickles; a user's ``Calibrator`` is kept as it is.
+    """
+
+    method: Any
+    params: Any
+    class_index: np.ndarray  # column j of the response is class class_index[j]
+    n_classes: int
+    from_proba: bool
+
+
+def _dtype():
+    return jnp.float64  # the callers run under jax.enable_x64(True)
+
+
+def fit_calibration(
+    method: Any,
+    predictions: np.ndarray,
+    y: np.ndarray,
+    class_index: np.ndarray,
+    n_classes: int,
+    sample_weight: np.ndarray | None,
+    from_proba: bool,
+) -> Fitted:
+    """Fit the calibration of ``predictions`` ``(N, C)`` against labels ``y`` in
+    ``[0, n_classes)``; response column j belongs to class ``class_index[j]``."""
+    with jax.enable_x64(True):
+        return _fit(method, predictions, y, class_index, n_classes, sample_weight, from_proba)
+
+
+def _fit(method, predictions, y, class_index, n_classes, sample_weight, from_proba) -> Fitted:
+    cal = calibrator_of(method)
+    n = predictions.shape[0]
+    size = padded_size(n)
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, np.float64)
+    w = jnp.asarray(_pad(w, size), _dtype())
+    if is_binary(cal):
+        columns = np.asarray(predictions, np.float64).T  # (C, N)
+        if n_classes == 2 and columns.shape[0] == 1:
+            targets = (y == 1)[None, :]
+        else:
+            targets = y[None, :] == class_index[:, None]
+        x = jnp.asarray(_pad(columns.T, size).T, _dtype())
+        t = jnp.asarray(_pad(targets.T.astype(np.int32), size).T)
+        params = jax.vmap(lambda xc, tc: cal.fit(xc, tc, weights=w))(x, t)
+    else:
+        logits = _pad(to_logits(predictions, from_proba), size)
+        labels = jnp.asarray(_pad(np.asarray(y, np.int32), size))
+        params = cal.fit(_inputs_of(cal, logits), labels, weights=w)
+    # NumPy leaves: a pickled jax float64 array comes back as float32 without x64
+    params = jax.tree.map(np.asarray, params)
+    return Fitted(method, params, np.asarray(class_index), n_classes, from_proba)
+
+
+def _inputs_of(cal: Any, logits: np.ndarray) -> jax.Array:
+    z = jnp.asarray(logits, _dtype())
+    inputs = getattr(cal.fit, "inputs", "logits")
+    if inputs == "probs":
+        return jax.nn.softmax(z, axis=1)
+    if inputs == "log_probs":
+        return jax.nn.log_softmax(z, axis=1)
+    return z
+
+
+def predict_calibrated(fitted: Fitted, predictions: np.ndarray) -> np.ndarray:
+    """Calibrated probabilities ``(N, n_classes)`` (float64) of a response ``(N, C)``."""
+    with jax.enable_x64(True):
+        return _predict(fitted, predictions)
+
+
+def _predict(fitted: Fitted, predictions: np.ndarray) -> np.ndarray:
+    cal, n = calibrator_of(fitted.method), predictions.shape[0]
+    size = padded_size(n)
+    if is_binary(cal):
+        x = jnp.asarray(_pad(np.asarray(predictions, np.float64), size).T, _dtype())
+        cols = np.asarray(jax.vmap(cal.apply)(fitted.params, x), np.float64)[:, :n]
+        proba = np.zeros((n, fitted.n_classes))
+        if fitted.n_classes == 2 and cols.shape[0] == 1:
+            proba[:, 1] = cols[0]
+            proba[:, 0] = 1.0 - proba[:, 1]
+        else:
+            proba[:, fitted.class_index] = cols.T
+            total = proba.sum(axis=1, keepdims=True)
+            uniform = np.full_like(proba, 1 / fitted.n_classes)
+            proba = np.divide(proba, total, out=uniform, where=total != 0)
+    else:
+        logits = _pad(to_logits(predictions, fitted.from_proba), size)
+        out = np.asarray(cal.apply(fitted.params, _inputs_of(cal, logits)), np.float64)[:n]
+        proba = np.zeros((n, fitted.n_classes))
+        proba[:, fitted.class_index if out.shape[1] < fitted.n_classes else slice(None)] = out
+    proba[(proba > 1.0) & (proba <= 1.0 + 1e-5)] = 1.0
+    return proba
