@@ -22,7 +22,10 @@ NAMESPACES = (
     "losses",
     "streaming",
     "coverage",
+    "selective",
+    "presets",
     "plot",
+    "sklearn",
     "cli",
 )
 

@@ -61,10 +61,29 @@ PAGES = {
         "MAPIE's conformal coverage metrics with JAX-style arguments: interval bounds as two "
         "arrays, prediction sets as a boolean ``(N, K)`` mask.",
     ),
+    "selective": (
+        "selective prediction",
+        "Risk-coverage curves and their areas (AURC in both conventions in use, E-AURC, AUGRC), "
+        "operating points (risk at a coverage, coverage at a risk), the AUROC of correctness and "
+        "the prediction-rejection ratio: how well a confidence ranks a model's errors. One sort; "
+        "``weights=`` and ``groups=`` as everywhere.",
+    ),
+    "presets": (
+        "harness presets",
+        "The calibration numbers of evaluation harnesses reproduced exactly, quirks included: "
+        "Humanity's Last Exam, HELM, and the temperature-tuned metrics requested of lm-eval; see "
+        ":doc:`../guides/llm_evaluation`.",
+    ),
     "plot": (
         "plots",
         "Reliability diagrams, CORP and Murphy diagrams, cumulative-difference plots "
         "(matplotlib, the ``plot`` extra; imported lazily).",
+    ),
+    "sklearn": (
+        "scikit-learn",
+        "Drop-ins for scikit-learn's calibration tools backed by jaxcal (the ``sklearn`` extra; "
+        "``import jaxcal`` does not import it): ``CalibratedClassifierCV``, ``calibration_curve`` "
+        "and ``CalibrationDisplay``; see :doc:`../guides/sklearn`.",
     ),
     "cli": (
         "the report",

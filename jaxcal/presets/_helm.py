@@ -142,7 +142,7 @@ def helm_calibration(max_probs: Any, correct: Any, *, num_bins: int = 10) -> Hel
       midpoints between ``np.array_split``'s consecutive parts of the sorted confidences
       (:func:`~jaxcal.metrics.ece` with ``binning="quantile"`` places its edges
       differently), l1 norm, a value equal to an edge in the lower bin;
-    * ``ece_1_bin`` = ``get_ece(..., num_bins=1)``: |mean confidence − accuracy|;
+    * ``ece_1_bin`` = ``get_ece(..., num_bins=1)``: ``|mean confidence − accuracy|``;
     * ``selective_cov_acc_area`` and ``selective_acc@10`` = ``get_selective_stats``: the
       mean running accuracy by descending confidence, and ``accs[int(0.1 N)]``;
     * ``platt_coef``, ``platt_intercept``: ``get_platt_scaler``'s logistic regression of
