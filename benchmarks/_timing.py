@@ -207,7 +207,8 @@ class Table:
     skipped), optional ``compile_s`` (trace + lower + XLA compile of a new shape), ``kind``
     (``"jaxcal"``, ``"peer"`` or ``"floor"``) and ``value`` (the result, to see that the
     rows agree). Ratios are taken within each group against the row named ``reference``
-    (÷ jaxcal) and the row named ``floor`` (÷ floor).
+    (÷ jaxcal) and the row named ``floor`` (÷ floor); each row named in ``floors`` adds a
+    column of ratios over it (``÷ NAME``), for tables with several floors.
     """
 
     key: str
@@ -221,6 +222,7 @@ class Table:
     notes: list[str] = dataclasses.field(default_factory=list)
     unit: str = "ms"
     group: str = "N"
+    floors: list[str] = dataclasses.field(default_factory=list)
 
 
 def size_label(n: float) -> str:

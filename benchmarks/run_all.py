@@ -3,7 +3,8 @@
 Each comparison script (``bench_ece.py``, ``bench_tests.py``, ``bench_bootstrap.py``,
 ``bench_calibrators.py``, ``bench_affine.py``, ``bench_soft.py``, ``bench_coverage.py``,
 ``bench_streaming.py``, ``bench_corp.py``, ``bench_inputs.py``, ``bench_startup.py``,
-``bench_selective.py``) runs in its own process, as it would alone, and writes its
+``bench_selective.py``, ``bench_widek.py``) runs in its own process, as it would alone,
+and writes its
 results as JSON (``--json``, the :class:`_timing.Table` format); ``bench_streaming.py``
 runs each implementation in a process of its own. This driver renders one Markdown table
 per :class:`~_timing.Table`, with the same columns everywhere:
@@ -13,6 +14,8 @@ per :class:`~_timing.Table`, with the same columns everywhere:
   jaxcal);
 * ÷ floor: this row's median over the floor's, a jitted read of the same inputs (one sum
   each; ``np.sort`` of the packed (score bits, label) keys for the sort-based tests);
+* ÷ NAME: where a table names more floors (``bench_widek.py``: the read with the row
+  max, NumPy's max + argmax), its median over each of them;
 * compile s: trace + lower + XLA compile of a new shape, for jaxcal's rows, apart from
   the steady state.
 
@@ -63,6 +66,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
         [],
         ["--sizes", "2000", "--sklearn-n", "3000", "--repeats", "2", "--budget-s", "0.05"],
     ),
+    "widek": ([], ["--mb", "4", "--repeats", "2", "--budget-s", "0.05"]),
 }
 #: Scripts that take --clock (bench_streaming.py times whole subprocess runs by wall clock).
 CLOCKED = set(SCRIPTS) - {"streaming"}
@@ -88,14 +92,16 @@ def render(table: dict, driver_command: str) -> str:
     """Markdown of one table (see the module docstring for the columns)."""
     unit = table["unit"]
     clock = "CPU time of the process (all threads)" if table["clock"] == "cpu" else "wall clock"
+    extra = table.get("floors") or []
     lines = [
         f"**{table['title']}**  ",
         f"`{driver_command}` ran `{table['command']}`; {clock}.  ",
         f"{table['environment']}",
         "",
         f"| {table['group']} | implementation | median {unit} | ÷ jaxcal | ÷ floor "
-        "| compile s | value |",
-        "|---|---|---:|---:|---:|---:|---|",
+        + "".join(f"| ÷ {name} " for name in extra)
+        + "| compile s | value |",
+        "|---|---|---:|---:|---:" + "|---:" * len(extra) + "|---:|---|",
     ]
     groups: dict[str, list[dict]] = {}
     for r in table["rows"]:
@@ -107,9 +113,10 @@ def render(table: dict, driver_command: str) -> str:
         for r in rows:
             compile_s = "" if r["compile_s"] is None else f"{r['compile_s']:.2f}"
             name = f"**{r['name']}**" if r["name"] == table["reference"] else r["name"]
+            others = "".join(f"| {_ratio(r['seconds'], by_name.get(f))} " for f in extra)
             lines.append(
                 f"| {group} | {name} | {_time(r['seconds'], unit)} "
-                f"| {_ratio(r['seconds'], ref)} | {_ratio(r['seconds'], floor)} "
+                f"| {_ratio(r['seconds'], ref)} | {_ratio(r['seconds'], floor)} {others}"
                 f"| {compile_s} | {r['value'] or ''} |"
             )
     lines += ["", *(f"- {note}" for note in table["notes"])]

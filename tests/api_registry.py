@@ -179,6 +179,10 @@ class Entry:
       low_precision: bf16/f16 float arguments accepted.
       not_differentiable: differentiating the call raises a ValueError that says so.
       skip: ``{check: reason}`` for checks that do not apply.
+      rebuild: for a factory (or a call taking a function, such as a metric): a
+        zero-argument function that calls the factory anew (or builds a new, equal
+        ``functools.partial``) and returns the call ``fn`` makes, so that two builds with
+        equal options, and a call each, can be checked to compile once.
     """
 
     name: str
@@ -192,6 +196,7 @@ class Entry:
     atol: float | None = None
     not_differentiable: bool = False
     skip: dict[str, str] = dataclasses.field(default_factory=dict)
+    rebuild: Callable[[], Callable[..., Any]] | None = None
 
     def __repr__(self) -> str:
         return self.name
@@ -228,17 +233,34 @@ _RESAMPLED = {"pad": "the resamples are drawn over all N rows, padding included"
 
 
 def _resampling(name, fn, seed, metric=None, grad=()):
-    """A resampling procedure (of ``metric`` when given) on probs, labels, weights, key."""
+    """A resampling procedure (of ``metric`` when given) on probs, labels, weights, key.
+
+    With a metric, ``rebuild`` passes a new ``functools.partial`` of it each time (equal
+    partials must share the compiled program).
+    """
     first = () if metric is None else (metric,)
+
+    def call_with(*head):
+        return lambda p, y, w, key: fn(*head, p, y, key=key, n_resamples=16, weights=w)
+
     return Entry(
         name,
         fn,
-        lambda p, y, w, key: fn(*first, p, y, key=key, n_resamples=16, weights=w),
+        call_with(*first),
         lambda d, dtype: (*_PROBS(d, dtype), jax.random.key(seed)),
         (*_PLW, FIXED),
         grad=grad,
         skip=_RESAMPLED,
+        rebuild=None if metric is None else lambda: call_with(functools.partial(metric)),
     )
+
+
+def _consistency_of(metric, p, y, key):
+    return jaxcal.consistency_test(metric, p, y, key=key, n_resamples=16)
+
+
+def _paired_of(metric, p, q, y, w, key):
+    return jaxcal.paired_bootstrap(metric, p, q, y, key=key, n_resamples=16, weights=w)
 
 
 METRICS = [
@@ -401,15 +423,14 @@ METRICS = [
         lambda d, dtype: (_as(d.probs, dtype), jnp.asarray(d.labels), jax.random.key(2)),
         (ROWS, LABELS, FIXED),
         grad=(0,),
+        rebuild=lambda: functools.partial(_consistency_of, functools.partial(jaxcal.ece, n_bins=5)),
     ),
     _resampling("consistency_test.generic", jaxcal.consistency_test, 2, jaxcal.brier_score),
     _resampling("bootstrap_ci", jaxcal.bootstrap_ci, 3, jaxcal.ece, grad=(0,)),
     Entry(
         "paired_bootstrap",
         jaxcal.paired_bootstrap,
-        lambda p, q, y, w, key: jaxcal.paired_bootstrap(
-            jaxcal.brier_score, p, q, y, key=key, n_resamples=16, weights=w
-        ),
+        functools.partial(_paired_of, jaxcal.brier_score),
         lambda d, dtype: (
             _as(d.probs, dtype),
             _as(np.roll(d.probs, 1, axis=1), dtype),
@@ -420,6 +441,7 @@ METRICS = [
         (ROWS, ROWS, LABELS, WEIGHTS, FIXED),
         grad=(0,),
         skip=_RESAMPLED,
+        rebuild=lambda: functools.partial(_paired_of, functools.partial(jaxcal.brier_score)),
     ),
 ]
 
@@ -475,9 +497,10 @@ _EVAL = make_data(7)
 _FIT_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
 
-def _calibrator(factory, cal, binary, differentiable, field="logits", name=None):
-    """The ``fit`` and ``apply`` entries of one calibrator."""
+def _calibrator(factory, build, binary, differentiable, field="logits", name=None):
+    """The ``fit`` and ``apply`` entries of one calibrator (``build()`` makes it)."""
     name = name or factory.__name__
+    cal = build()
     x_field = ("margins" if field == "logits" else "p") if binary else field
     label_field = "y" if binary else "labels"
     x_eval = getattr(_EVAL, x_field)
@@ -507,6 +530,7 @@ def _calibrator(factory, cal, binary, differentiable, field="logits", name=None)
         view=fit_view,
         not_differentiable=not differentiable,
         skip={"vmap": "the resampled-fits test runs jit(vmap(fit)) against a loop"},
+        rebuild=lambda: lambda x, y, w: build().fit(x, y, weights=w),
         **tol,
     )
     apply = Entry(
@@ -516,6 +540,7 @@ def _calibrator(factory, cal, binary, differentiable, field="logits", name=None)
         apply_args,
         (PYTREE, ROWS),
         grad=(0, 1) if differentiable else (),
+        rebuild=lambda: build().apply,
         **tol,
     )
     return [fit, apply]
@@ -531,25 +556,27 @@ def params_dtype(params: Any) -> Any:
 
 
 def _calibrators():
-    specs = [
-        (C.temperature_scaling, C.temperature_scaling(), False, True, "logits", None),
-        (C.vector_scaling, C.vector_scaling(), False, True, "logits", None),
-        (C.matrix_scaling, C.matrix_scaling(l2=1e-3), False, True, "logits", None),
+    specs = [  # (factory, a builder calling it, binary, differentiable, input field, name)
+        (C.temperature_scaling, lambda: C.temperature_scaling(), False, True, "logits", None),
+        (C.vector_scaling, lambda: C.vector_scaling(), False, True, "logits", None),
+        (C.matrix_scaling, lambda: C.matrix_scaling(l2=1e-3), False, True, "logits", None),
         # A small penalty, as for matrix scaling: without it the float32 L-BFGS stops on a flat
         # valley, at points whose probabilities differ by 2e-4 between eager and a closure.
-        (C.dirichlet, C.dirichlet(inputs="probs", l2=1e-3), False, True, "probs", None),
-        (C.platt_scaling, C.platt_scaling(), True, True, "probs", None),
-        (C.platt_scaling, C.platt_scaling(inputs="logits"), True, True, "logits", "platt.logits"),
-        (C.beta_calibration, C.beta_calibration(), True, True, "probs", None),
-        (C.histogram_binning, C.histogram_binning(4), True, False, "probs", None),
-        (C.isotonic, C.isotonic(), True, False, "probs", None),
-        (C.scaling_binning, C.scaling_binning(4), True, False, "probs", None),
-        (C.top_label, C.top_label(C.platt_scaling()), False, True, "probs", None),
-        (C.classwise, C.classwise(C.isotonic()), False, False, "probs", None),
-        (C.centred_isotonic, C.centred_isotonic(), True, False, "probs", None),
-        (C.venn_abers, C.venn_abers(), True, False, "probs", None),
-        (C.venn_abers, C.venn_abers(multiclass=True), False, False, "probs", "venn_abers.multi"),
-    ]
+        (C.dirichlet, lambda: C.dirichlet(inputs="probs", l2=1e-3), False, True, "probs", None),
+        (C.platt_scaling, lambda: C.platt_scaling(), True, True, "probs", None),
+        (C.platt_scaling, lambda: C.platt_scaling(inputs="logits"), True, True, "logits",
+         "platt.logits"),
+        (C.beta_calibration, lambda: C.beta_calibration(), True, True, "probs", None),
+        (C.histogram_binning, lambda: C.histogram_binning(4), True, False, "probs", None),
+        (C.isotonic, lambda: C.isotonic(), True, False, "probs", None),
+        (C.scaling_binning, lambda: C.scaling_binning(4), True, False, "probs", None),
+        (C.top_label, lambda: C.top_label(C.platt_scaling()), False, True, "probs", None),
+        (C.classwise, lambda: C.classwise(C.isotonic()), False, False, "probs", None),
+        (C.centred_isotonic, lambda: C.centred_isotonic(), True, False, "probs", None),
+        (C.venn_abers, lambda: C.venn_abers(), True, False, "probs", None),
+        (C.venn_abers, lambda: C.venn_abers(multiclass=True), False, False, "probs",
+         "venn_abers.multi"),
+    ]  # fmt: skip
     return [entry for spec in specs for entry in _calibrator(*spec)]
 
 
@@ -560,9 +587,13 @@ def _quartic(t):  # one function object: minimize compiles once per shape
     return jnp.sum((t - 1) ** 2 * (1 + t * t))
 
 
-def _minimize(init):
-    params, _ = C.minimize(_quartic, init)
+def _minimize(init, fun=_quartic):
+    params, _ = C.minimize(fun, init)
     return params
+
+
+def _shifted_quartic(t, shift):
+    return jnp.sum((t - shift) ** 2 * (1 + t * t))
 
 
 CALIBRATOR_HELPERS = [
@@ -581,6 +612,10 @@ CALIBRATOR_HELPERS = [
         _minimize,
         lambda d, dtype: (_as(d.x[:2], dtype),),
         (PYTREE,),
+        # a new, equal partial each time: the loop compiles once
+        rebuild=lambda: functools.partial(
+            _minimize, fun=functools.partial(_shifted_quartic, shift=1.0)
+        ),
     ),
     Entry(
         "to_probs",
@@ -617,6 +652,11 @@ def _state_of(d, dtype):
 
 
 _CLU = streaming.clu_metric(4, K, output="ece")
+
+
+def _clu_ece(probs, labels, mask):
+    metric = streaming.clu_metric(4, K, output="ece")
+    return metric.from_model_output(probs=probs, labels=labels, mask=mask).compute()
 
 
 def _nnx_ece(probs, labels, mask):
@@ -742,6 +782,7 @@ STREAMING = [
         lambda p, y, m: _CLU.from_model_output(probs=p, labels=y, mask=m).compute(),
         lambda d, dtype: (_as(d.probs, dtype), jnp.asarray(d.labels), jnp.asarray(d.weights > 0)),
         (ROWS, LABELS, WEIGHTS),
+        rebuild=lambda: _clu_ece,  # a new call of the factory per call
     ),
     Entry(
         "streaming.nnx_metric",
@@ -749,6 +790,7 @@ STREAMING = [
         _nnx_ece,
         lambda d, dtype: (_as(d.probs, dtype), jnp.asarray(d.labels), jnp.asarray(d.weights > 0)),
         (ROWS, LABELS, WEIGHTS),
+        rebuild=lambda: _nnx_ece,  # a new metric object per call
     ),
 ]
 
@@ -948,6 +990,31 @@ ENTRIES: list[Entry] = [
     *RECALIBRATED,
     *PRESETS,
 ]
+
+
+def builds_closures(obj: Any) -> bool:
+    """Whether a public callable is a factory (it returns a ``Calibrator`` or a class) or
+    takes a function among its options (``metric``, ``fun``, a ``Calibrator``): the calls whose
+    compiled programs must be shared across equal options, not tied to one object."""
+    import inspect
+
+    if not callable(obj) or inspect.isclass(obj):
+        return False
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return False
+    returns = str(sig.return_annotation)
+    takes_function = any(
+        name in ("metric", "fun") or "Calibrator" in str(param.annotation)
+        for name, param in sig.parameters.items()
+    )
+    return "Calibrator" in returns or returns.startswith("type[") or takes_function
+
+
+#: Factories that return a fresh object by design (their entry's ``rebuild`` still
+#: checks that a new object compiles nothing).
+FRESH_OBJECTS = {streaming.nnx_metric: "a mutable flax.nnx.Metric, one per call"}
 
 #: The entries the slow sweeps cover (see the module docstring for the choice).
 SWEEP = frozenset(

@@ -13,6 +13,8 @@ cold compile of every entry cost 250 CPU-s, twice the fast suite's budget):
 * eager == ``jit`` with the arrays as arguments == ``jit`` of a closure over concrete
   arrays, and outputs are arrays or pytrees (NamedTuples, dataclasses, dicts) of arrays;
 * a second call with the same shapes compiles nothing, eagerly or under ``jit``;
+* for a factory (and a call taking a function): a second factory call with equal options
+  (or a new, equal ``functools.partial``) and a call compiles nothing (``rebuild``);
 * a clear ValueError where the entry declares the call not differentiable (the
   non-parametric calibrators' fits).
 
@@ -283,6 +285,34 @@ def test_eager_equals_jit_and_closure_and_compiles_once(entry):
         pytest.xfail(_CLOSURE_MISMATCH[entry.name])
     closure = jax.jit(lambda: entry.fn(*first))()
     _assert_same(entry, closure, eager, f"{entry.name}: jit of a closure != eager")
+
+
+_REBUILT = [e for e in ENTRIES if e.rebuild is not None]
+
+
+@pytest.mark.parametrize("entry", _fast_if_swept(_REBUILT))
+def test_equal_factory_calls_compile_once(entry):
+    """Two factory calls with equal options (or two equal ``functools.partial`` metrics),
+    then a call each: the second compiles nothing, eagerly (issue 30)."""
+    first, second = (entry.args(make_data(seed), jnp.float32) for seed in (0, 1))
+    jax.block_until_ready(entry.rebuild()(*first))
+    fresh = entry.rebuild()
+    assert _compiles_of(lambda: fresh(*second)) == 0, f"{entry.name}: a new factory recompiled"
+
+
+def test_every_factory_has_a_rebuild_entry():
+    """Every public factory, and every call taking a function, is checked above."""
+    from tests.api_registry import FRESH_OBJECTS, builds_closures
+
+    rebuilt = {id(e.target) for e in _REBUILT}
+    plots = {id(obj) for obj in host_only()}
+    missing = [
+        f"{ns}.{name}"
+        for ns, name, obj in PUBLIC
+        if builds_closures(obj) and id(obj) not in rebuilt and id(obj) not in plots
+    ]
+    assert not missing, f"factories without a rebuild entry in tests/api_registry.py: {missing}"
+    assert all(id(f) in rebuilt for f in FRESH_OBJECTS)
 
 
 def _stack(trees):

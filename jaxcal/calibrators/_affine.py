@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxcal._core.cache import cached_factory
 from jaxcal._core.checks import check_option
 from jaxcal._core.numerics import compute_dtype
 from jaxcal.calibrators._base import (
@@ -211,6 +212,7 @@ def _affine(
     return from_kernels(_fit, _apply, inputs, binary=False, params=spec)
 
 
+@cached_factory
 def vector_scaling(
     *,
     inputs: str = "logits",
@@ -248,6 +250,7 @@ def vector_scaling(
     return _affine("vector", inputs, 0.0, None, optimizer, max_iter, tol)
 
 
+@cached_factory
 def matrix_scaling(
     *,
     l2: float = 0.0,
@@ -294,6 +297,7 @@ def matrix_scaling(
     return _affine("matrix", inputs, l2, odir, optimizer, max_iter, tol)
 
 
+@cached_factory
 def dirichlet(
     *,
     l2: float = 0.0,

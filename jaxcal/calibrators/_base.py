@@ -10,8 +10,8 @@ log-likelihood with :func:`~jaxcal.calibrators.minimize`, which runs the whole o
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxcal._core.cache import option_key
 from jaxcal._core.checks import check_positive_int, is_tracing
 from jaxcal._core.numerics import safe_divide, scale_free, vary_like
 from jaxcal.calibrators._inputs import (
@@ -45,8 +46,12 @@ class Calibrator(NamedTuple):
         positive-class probabilities for the binary calibrators.
 
     Both validate concrete inputs eagerly (``ValueError`` naming the argument) and skip
-    the value checks under ``jit``/``vmap`` tracing, where they trust their input. Build a
-    calibrator once and reuse it: each factory call makes new closures (a new compile).
+    the value checks under ``jit``/``vmap`` tracing, where they trust their input. A
+    factory called again with equal options returns the same ``Calibrator`` (its jitted
+    kernels, and their compiled programs, are shared): ``isotonic().fit(...)`` inside a
+    cross-validation loop compiles once per input shape. Options compare by value
+    (numbers, strings, tuples), except objects without value equality (an optax
+    optimizer, a calibrator built by hand), which compare by identity: build those once.
 
     Example:
       >>> import jax.numpy as jnp
@@ -219,8 +224,9 @@ def minimize(
     keeps the last finite iterate and reports ``converged=False``. optax's line searches
     refuse ``shard_map`` with ``check_vma=True`` (a ValueError says so).
     ``max_iter`` iterations at most in both cases. Called outside any transformation, the
-    loop runs as one jitted program kept for the next call with the same ``fun`` object,
-    optimiser and options (32 at most): that call compiles nothing.
+    loop runs as one jitted program kept for the next call with the same ``fun`` (or an
+    equal ``functools.partial`` of it), optimiser and options (32 at most): that call
+    compiles nothing.
 
     Args:
       fun: scalar objective of a pytree of parameters (closing over the data).
@@ -249,17 +255,29 @@ def minimize(
         tol = 1e-10 if jnp.result_type(*jax.tree.leaves(init)) == jnp.float64 else 1e-6
     if is_tracing():
         return _minimize(fun, init, optimizer, max_iter, tol)
-    try:
-        compiled = _compiled_minimize(fun, optimizer, max_iter, float(tol))
-    except TypeError:  # an unhashable `fun` or optimizer: no cache key, traced for this call
-        return _minimize(fun, init, optimizer, max_iter, tol)
-    return compiled(init)
+    return _compiled_minimize(fun, optimizer, max_iter, float(tol))(init)
 
 
-@functools.lru_cache(maxsize=32)
+#: Jitted loops of :func:`~jaxcal.calibrators.minimize`, by (objective, optimiser, options).
+_COMPILED: collections.OrderedDict[Any, Callable[[Any], Any]] = collections.OrderedDict()
+_COMPILED_MAX = 32
+
+
 def _compiled_minimize(fun, optimizer, max_iter, tol):
-    """:func:`~jaxcal.calibrators.minimize` of ``fun`` as one jitted program, kept for the next eager call."""
-    return jax.jit(lambda init: _minimize(fun, init, optimizer, max_iter, tol))
+    """:func:`~jaxcal.calibrators.minimize` of ``fun`` as one jitted program, kept for the
+    next eager call with an equal objective: the same function, or an equal
+    ``functools.partial`` (``option_key()``); an unhashable part (an array bound in a
+    partial) compares by identity."""
+    key = option_key((fun, optimizer, max_iter, tol))
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        compiled = jax.jit(lambda init: _minimize(fun, init, optimizer, max_iter, tol))
+        _COMPILED[key] = compiled
+        if len(_COMPILED) > _COMPILED_MAX:
+            _COMPILED.popitem(last=False)
+    else:
+        _COMPILED.move_to_end(key)
+    return compiled
 
 
 def _minimize(fun, init, optimizer, max_iter, tol):

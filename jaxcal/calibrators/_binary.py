@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxcal._core.cache import cached_factory
 from jaxcal._core.checks import check_option
 from jaxcal.calibrators._base import (
     Calibrator,
@@ -88,6 +89,7 @@ def _smoothed_targets(y: jax.Array, weights: jax.Array | None) -> jax.Array:
     return jnp.where(y > 0, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
 
 
+@cached_factory
 def platt_scaling(
     target_smoothing: bool = False,
     *,
@@ -181,6 +183,7 @@ def platt_scaling(
 _BETA_MASKS = ((1.0, 1.0), (0.0, 1.0), (1.0, 0.0))
 
 
+@cached_factory
 def beta_calibration(
     *,
     inputs: str = "probs",

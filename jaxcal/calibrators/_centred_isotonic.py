@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxcal._core.cache import cached_factory
 from jaxcal._core.isotonic import IsotonicParams, pava, sorted_groups
 from jaxcal._core.numerics import safe_divide
 from jaxcal.calibrators._base import Calibrator
@@ -37,6 +38,7 @@ def centred_isotonic_fit(s: jax.Array, y: jax.Array, weights: jax.Array | None) 
     return IsotonicParams(jnp.where(used, xs, xs[last]), jnp.where(used, ys, ys[last]), count)
 
 
+@cached_factory
 def centred_isotonic(*, inputs: str = "probs") -> Calibrator:
     """Centred isotonic regression (CIR, Oron & Flournoy 2017): a strictly increasing PAV.
 

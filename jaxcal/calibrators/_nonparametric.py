@@ -20,6 +20,7 @@ from jaxcal._core.binning import (
     quantile_edges,
     uniform_bin_index,
 )
+from jaxcal._core.cache import cached_factory
 from jaxcal._core.checks import check_option, check_positive_int
 from jaxcal._core.isotonic import IsotonicParams, isotonic_apply, isotonic_fit
 from jaxcal._core.numerics import compute_dtype, safe_divide
@@ -91,6 +92,7 @@ def _bin_shapes(n_bins: int):
     return lambda x_shape: {"edges": (n_bins + 1,), "values": (n_bins,), "filled": (n_bins,)}
 
 
+@cached_factory
 def histogram_binning(
     n_bins: int = 15,
     binning: str = "uniform",
@@ -154,6 +156,7 @@ def histogram_binning(
     return from_kernels(not_differentiable(_fit, name), _apply, inputs, binary=True, params=spec)
 
 
+@cached_factory
 def isotonic(*, inputs: str = "probs") -> Calibrator:
     """Isotonic regression (pool-adjacent-violators), matching scikit-learn.
 
@@ -208,6 +211,7 @@ def interpolating_calibrator(fit_kernel, inputs: str) -> Calibrator:
     return from_kernels(fit, _apply, inputs, binary=True, params=spec)
 
 
+@cached_factory
 def scaling_binning(n_bins: int = 10, *, inputs: str = "probs") -> Calibrator:
     """Scaling-binning calibrator (Kumar, Liang & Ma 2019): Platt scaling, then binning.
 

@@ -7,6 +7,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxcal._core.cache import cached_factory
 from jaxcal._core.checks import check_option
 from jaxcal._core.confidence import top_label as _top_label
 from jaxcal._core.numerics import safe_divide
@@ -46,6 +47,7 @@ def _keep_top(out: jax.Array, is_top: jax.Array) -> jax.Array:
     return jnp.where(is_top, top[:, None], out)
 
 
+@cached_factory
 def top_label(binary: Calibrator, *, inputs: str = "probs") -> Calibrator:
     """Top-label calibration (Gupta & Ramdas 2021): one binary calibrator per predicted class.
 
@@ -128,6 +130,7 @@ def top_label(binary: Calibrator, *, inputs: str = "probs") -> Calibrator:
     return from_kernels(_fit, _apply, inputs, binary=False, params=spec)
 
 
+@cached_factory
 def classwise(binary: Calibrator, *, inputs: str = "probs") -> Calibrator:
     """Classwise calibration: one binary calibrator per class, one-vs-rest, renormalised.
 

@@ -47,6 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxcal._core.cache import cached_factory
 from jaxcal._core.checks import check_option
 from jaxcal._core.numerics import compute_dtype, safe_divide, scale_free, vary_like
 from jaxcal.calibrators._base import (
@@ -266,6 +267,7 @@ def _temperature_optax(z, labels, weights, optimizer, max_iter, tol):
     return minimize(loss, init, optimizer=optimizer, max_iter=max_iter, tol=tol)
 
 
+@cached_factory
 def temperature_scaling(
     *,
     inputs: str = "logits",

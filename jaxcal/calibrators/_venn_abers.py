@@ -38,6 +38,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxcal._core.cache import cached_factory
 from jaxcal._core.checks import check_option
 from jaxcal._core.isotonic import pava, sorted_groups
 from jaxcal._core.numerics import compute_dtype, safe_divide, vary_like
@@ -188,6 +189,7 @@ def _normalise(q: jax.Array, p: jax.Array) -> jax.Array:
     return jnp.where(total > 0, safe_divide(q, total), p)
 
 
+@cached_factory
 def venn_abers(*, inputs: str = "probs", multiclass: bool = False) -> Calibrator:
     """Inductive Venn-Abers calibration (Vovk & Petej 2014), O(n log n) fit and apply.
 

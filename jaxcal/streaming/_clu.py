@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 
+from jaxcal._core.cache import cached_factory
 from jaxcal._core.checks import check_option
 from jaxcal.metrics._ece import check_norm
 from jaxcal.streaming._merge import merge, merge_stacked
@@ -90,6 +91,7 @@ class CalibrationMetric:
         return values.Scalar(self.compute())
 
 
+@cached_factory
 def clu_metric(
     n_bins: int = 15,
     num_classes: int = 2,

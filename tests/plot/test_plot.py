@@ -357,3 +357,35 @@ def test_plot_keys_checked_as_the_stats_check_them(key, match):
     with pytest.raises(ValueError, match=match):
         reliability_diagram(probs, np.array([0, 1, 1, 0]), key=key)
     plt.close("all")
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda p, y, b, t: reliability_diagram(p, y, n_bins=M, n_resamples=R),
+        lambda p, y, b, t: reliability_diagram(b, t, n_bins=M, n_resamples=R),
+        lambda p, y, b, t: cumulative_differences_plot(b, t),
+        lambda p, y, b, t: corp_diagram(b, t, n_resamples=R),
+        lambda p, y, b, t: murphy_diagram(b, t),
+    ],
+    ids=["reliability", "reliability_binary", "cumulative", "corp", "murphy"],
+)
+def test_a_second_plot_compiles_nothing(draw):
+    """Plots call jaxcal's kernels, whose programs are kept by shape (issue 30): the
+    second figure of data of the same shapes compiles nothing."""
+    import jax
+
+    first, second = (_multiclass(0), _binary(1)), (_multiclass(2), _binary(3))
+    draw(*first[0], *first[1])
+    compiles = []
+
+    def listen(event, duration, **_):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        draw(*second[0], *second[1])
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert not compiles
