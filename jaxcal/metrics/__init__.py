@@ -10,6 +10,7 @@ from jaxcal.metrics._edges import quantile_edges, uniform_edges
 from jaxcal.metrics._mmce import mmce
 from jaxcal.metrics._reliability import ReliabilityCurve, reliability_curve
 from jaxcal.metrics._scoring import BrierDecomposition, brier_decomposition, brier_score, log_loss
+from jaxcal.metrics._skce import skce
 from jaxcal.metrics._smooth_ece import smooth_ece
 from jaxcal.metrics._soft_ece import soft_ece
 
@@ -33,6 +34,7 @@ __all__ = [
     "quantile_edges",
     "reliability_curve",
     "score_decomposition",
+    "skce",
     "smooth_ece",
     "soft_ece",
     "top_label_ece",

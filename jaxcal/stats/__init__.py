@@ -14,6 +14,7 @@ from jaxcal.stats._clinical.slope import (
     WaldEstimate,
     calibration_slope_intercept,
 )
+from jaxcal.stats._kernel.skce_test import SKCETestResult, skce_test
 from jaxcal.stats._paths.brownian import (
     brownian_max_cdf,
     brownian_max_sf,
@@ -72,6 +73,7 @@ __all__ = [
     "ObservedExpected",
     "PairedBootstrapResult",
     "ReliabilityIntervals",
+    "SKCETestResult",
     "SubpopulationTest",
     "TestResult",
     "WaldEstimate",
@@ -101,6 +103,7 @@ __all__ = [
     "prevalence_weights",
     "reliability_intervals",
     "score_decomposition_ci",
+    "skce_test",
     "spiegelhalter_test",
     "subpopulation_test",
     "wilson_interval",
