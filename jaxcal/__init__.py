@@ -26,6 +26,7 @@ from jaxcal.metrics import (
     smooth_ece,
     soft_ece,
     top_label_ece,
+    ucme,
     uniform_edges,
 )
 from jaxcal.stats import (
@@ -33,6 +34,7 @@ from jaxcal.stats import (
     BinomialInterval,
     BootstrapResult,
     CalibrationTests,
+    CMETestResult,
     ConsistencyBands,
     ConsistencyTestResult,
     CorpBands,
@@ -49,6 +51,7 @@ from jaxcal.stats import (
     brownian_range_sf,
     calibration_tests,
     clopper_pearson_interval,
+    cme_test,
     consistency_bands,
     consistency_test,
     corp_bands,
@@ -74,6 +77,7 @@ __all__ = [
     "BinomialInterval",
     "BootstrapResult",
     "BrierDecomposition",
+    "CMETestResult",
     "CalibrationTests",
     "Calibrator",
     "ConsistencyBands",
@@ -101,6 +105,7 @@ __all__ = [
     "calibrators",
     "classwise_ece",
     "clopper_pearson_interval",
+    "cme_test",
     "confidence_and_correctness",
     "consistency_bands",
     "consistency_test",
@@ -132,6 +137,7 @@ __all__ = [
     "spiegelhalter_test",
     "streaming",
     "top_label_ece",
+    "ucme",
     "uniform_edges",
     "wilson_interval",
 ]

@@ -217,6 +217,12 @@ def _metric(fn, name=None, grad=(0,), binary=False, **kw):
 
 _RESAMPLED = {"pad": "the resamples are drawn over all N rows, padding included"}
 
+#: Test locations of the UCME and CME entries: (m, K) rows and labels, and binary ones.
+_TEST_P = np.array([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6], [1 / 3, 1 / 3, 1 / 3]], np.float32)
+_TEST_Y = np.array([0, 2, 1], np.int32)
+_TEST_S = np.array([0.2, 0.5, 0.9], np.float32)
+_TEST_B = np.array([0, 1, 1], np.int32)
+
 
 def _resampling(name, fn, seed, metric=None, grad=()):
     """A resampling procedure (of ``metric`` when given) on probs, labels, weights, key."""
@@ -416,6 +422,35 @@ METRICS = [
         binary=True,
         method="distribution_free",
         estimator="biased",
+    ),
+    Entry(
+        "ucme",
+        jaxcal.ucme,
+        lambda p, y, w: jaxcal.ucme(p, y, test_probs=_TEST_P, test_labels=_TEST_Y, weights=w),
+        _PROBS,
+        _PLW,
+        grad=(0,),
+    ),
+    Entry(
+        "ucme.binary",
+        jaxcal.ucme,
+        lambda p, y, w: jaxcal.ucme(
+            p, y, test_probs=_TEST_S, test_labels=_TEST_B, kernel="gaussian", weights=w
+        ),
+        _BINARY,
+        _PLW,
+        grad=(0,),
+    ),
+    Entry(
+        "cme_test",
+        jaxcal.cme_test,
+        lambda p, y, w: jaxcal.cme_test(p, y, test_probs=_TEST_P, test_labels=_TEST_Y, weights=w),
+        _PROBS,
+        _PLW,
+        # Kish's effective size and the covariance are rescaled by the padding's zero
+        # weights only through round-off; the eigenvalues of a 3 x 3 covariance in float32
+        rtol=1e-4,
+        atol=1e-5,
     ),
     Entry(
         "paired_bootstrap",
@@ -859,7 +894,7 @@ SWEEP = frozenset(
         *("subpopulation_test", "ici", "calibration_slope_intercept"),
         *("observed_expected_ratio", "hosmer_lemeshow_test", "bootstrap_ci", "corp_bands"),
         *("brier_score", "log_loss"),
-        *("skce", "skce.binary", "skce_test"),
+        *("skce", "skce.binary", "skce_test", "ucme", "cme_test"),
         *("clopper_pearson_interval", "log_brownian_range_sf", "log_chi2_sf"),
         *("temperature_scaling.fit", "temperature_scaling.apply"),
         *("platt.logits.fit", "platt.logits.apply", "matrix_scaling.fit", "matrix_scaling.apply"),
@@ -893,6 +928,7 @@ RESULT_TYPES = {
     jaxcal.ReliabilityCurve: "reliability_curve",
     jaxcal.ReliabilityIntervals: "reliability_intervals",
     jaxcal.SKCETestResult: "skce_test",
+    jaxcal.CMETestResult: "cme_test",
     jaxcal.TestResult: "ks_test, kuiper_test, spiegelhalter_test, hosmer_lemeshow_test",
     jaxcal.ICI: "ici",
     jaxcal.stats.CalibrationSlopeIntercept: "calibration_slope_intercept",

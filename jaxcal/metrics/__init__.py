@@ -13,6 +13,7 @@ from jaxcal.metrics._scoring import BrierDecomposition, brier_decomposition, bri
 from jaxcal.metrics._skce import skce
 from jaxcal.metrics._smooth_ece import smooth_ece
 from jaxcal.metrics._soft_ece import soft_ece
+from jaxcal.metrics._ucme import ucme
 
 __all__ = [
     "BinStats",
@@ -38,5 +39,6 @@ __all__ = [
     "smooth_ece",
     "soft_ece",
     "top_label_ece",
+    "ucme",
     "uniform_edges",
 ]

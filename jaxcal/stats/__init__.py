@@ -14,6 +14,7 @@ from jaxcal.stats._clinical.slope import (
     WaldEstimate,
     calibration_slope_intercept,
 )
+from jaxcal.stats._kernel.cme_test import CMETestResult, cme_test
 from jaxcal.stats._kernel.skce_test import SKCETestResult, skce_test
 from jaxcal.stats._paths.brownian import (
     brownian_max_cdf,
@@ -62,6 +63,7 @@ __all__ = [
     "ICI",
     "BinomialInterval",
     "BootstrapResult",
+    "CMETestResult",
     "CalibrationSlopeIntercept",
     "CalibrationTests",
     "ConsistencyBands",
@@ -85,6 +87,7 @@ __all__ = [
     "calibration_slope_intercept",
     "calibration_tests",
     "clopper_pearson_interval",
+    "cme_test",
     "confidence_and_correctness",
     "consistency_bands",
     "consistency_test",
