@@ -452,6 +452,25 @@ METRICS = [
         rtol=1e-4,
         atol=1e-5,
     ),
+    _metric(jaxcal.ece_kde),
+    _metric(jaxcal.ece_kde, "ece_kde.binary", binary=True, bandwidth=0.05, p=2),
+    _metric(jaxcal.ece_kde, "ece_kde.marginal", kind="marginal", bandwidth=0.1),
+    _metric(jaxcal.ece_kde, "ece_kde.top_label", kind="top_label", bandwidth=0.1),
+    _metric(jaxcal.proper_calibration_error),
+    _metric(
+        jaxcal.proper_calibration_error,
+        "proper_calibration_error.classwise_l2",
+        kind="classwise",
+        divergence="l2",
+        bandwidth=0.1,
+    ),
+    Entry(
+        "kde_bandwidth",
+        jaxcal.kde_bandwidth,
+        lambda p, w: jaxcal.kde_bandwidth(p, weights=w),
+        _cols("probs", "weights"),
+        (ROWS, WEIGHTS),
+    ),
     Entry(
         "paired_bootstrap",
         jaxcal.paired_bootstrap,
@@ -870,7 +889,13 @@ def _loss(fn):
 LOSSES = [
     *(
         _loss(f)
-        for f in (losses.dca_loss, losses.focal_loss, losses.mmce_loss, losses.soft_ece_loss)
+        for f in (
+            losses.dca_loss,
+            losses.ece_kde_loss,
+            losses.focal_loss,
+            losses.mmce_loss,
+            losses.soft_ece_loss,
+        )
     ),
     Entry("flsd53_gamma", losses.flsd53_gamma, losses.flsd53_gamma, _cols("p"), (ROWS,)),
 ]
@@ -894,7 +919,7 @@ SWEEP = frozenset(
         *("subpopulation_test", "ici", "calibration_slope_intercept"),
         *("observed_expected_ratio", "hosmer_lemeshow_test", "bootstrap_ci", "corp_bands"),
         *("brier_score", "log_loss"),
-        *("skce", "skce.binary", "skce_test", "ucme", "cme_test"),
+        *("skce", "skce.binary", "skce_test", "ucme", "cme_test", "ece_kde", "ece_kde_loss"),
         *("clopper_pearson_interval", "log_brownian_range_sf", "log_chi2_sf"),
         *("temperature_scaling.fit", "temperature_scaling.apply"),
         *("platt.logits.fit", "platt.logits.apply", "matrix_scaling.fit", "matrix_scaling.apply"),

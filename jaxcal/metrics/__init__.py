@@ -6,6 +6,7 @@ from jaxcal.metrics._corp import CorpCurve, corp_curve
 from jaxcal.metrics._corp_decomposition import ScoreDecomposition, score_decomposition
 from jaxcal.metrics._corp_murphy import MurphyDiagram, murphy_diagram
 from jaxcal.metrics._ece import classwise_ece, ece, mce, top_label_ece
+from jaxcal.metrics._ece_kde import ece_kde, kde_bandwidth, proper_calibration_error
 from jaxcal.metrics._edges import quantile_edges, uniform_edges
 from jaxcal.metrics._mmce import mmce
 from jaxcal.metrics._reliability import ReliabilityCurve, reliability_curve
@@ -28,10 +29,13 @@ __all__ = [
     "confidence_and_correctness",
     "corp_curve",
     "ece",
+    "ece_kde",
+    "kde_bandwidth",
     "log_loss",
     "mce",
     "mmce",
     "murphy_diagram",
+    "proper_calibration_error",
     "quantile_edges",
     "reliability_curve",
     "score_decomposition",
