@@ -217,6 +217,21 @@ def _metric(fn, name=None, grad=(0,), binary=False, **kw):
 
 _RESAMPLED = {"pad": "the resamples are drawn over all N rows, padding included"}
 
+
+def _masked(fn, name=None, grad=(), binary=False, **kw):
+    """A measure whose weights are a 0/1 mask (ece_sweep, tce): all-ones weights here,
+    the padding rows' zeros in the padding check."""
+    cols = ("p", "y") if binary else ("probs", "labels")
+
+    def args(d, dtype):
+        p, y = _cols(*cols)(d, dtype)
+        return p, y, jnp.ones((p.shape[0],), dtype)
+
+    return Entry(
+        name or fn.__name__, fn, lambda p, y, w: fn(p, y, weights=w, **kw), args, _PLW, grad=grad
+    )
+
+
 #: Test locations of the UCME and CME entries: (m, K) rows and labels, and binary ones.
 _TEST_P = np.array([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6], [1 / 3, 1 / 3, 1 / 3]], np.float32)
 _TEST_Y = np.array([0, 2, 1], np.int32)
@@ -471,6 +486,23 @@ METRICS = [
         _cols("probs", "weights"),
         (ROWS, WEIGHTS),
     ),
+    _metric(jaxcal.l2_ece_interval, grad=(), n_bins=4),
+    _metric(jaxcal.l2_ece_interval, "l2_ece_interval.binary", grad=(), binary=True, n_bins=4),
+    Entry(
+        "tcal_test",
+        jaxcal.tcal_test,
+        lambda p, y, w, key: jaxcal.tcal_test(p, y, key=key, n_resamples=16, weights=w),
+        lambda d, dtype: (*_BINARY(d, dtype), jax.random.key(10)),
+        (*_PLW, FIXED),
+        skip={
+            **_RESAMPLED,
+            "vmap": "a batch of T-Cal tests is jax.lax.map over data sets (vmap equals it)",
+        },
+    ),
+    _masked(jaxcal.ece_sweep, grad=(0,)),
+    _masked(jaxcal.ece_sweep, "ece_sweep.binary_l1", grad=(0,), binary=True, norm="l1"),
+    _masked(jaxcal.tce, binary=True, n_min=3, n_max=8),
+    _masked(jaxcal.tce, "tce.quantile", strategy="quantile", n_bin=4),
     Entry(
         "paired_bootstrap",
         jaxcal.paired_bootstrap,
@@ -725,6 +757,7 @@ STREAMING = [
     _fine("equal_mass_ece", streaming.equal_mass_ece),
     _fine("isotonic_params", streaming.isotonic_params),
     _fine("rebin", streaming.rebin, n_bins=2),
+    _fine("l2_ece_interval", streaming.l2_ece_interval, n_bins=2),
     Entry(
         "streaming.poisson_init",
         streaming.poisson_init,
@@ -920,6 +953,7 @@ SWEEP = frozenset(
         *("observed_expected_ratio", "hosmer_lemeshow_test", "bootstrap_ci", "corp_bands"),
         *("brier_score", "log_loss"),
         *("skce", "skce.binary", "skce_test", "ucme", "cme_test", "ece_kde", "ece_kde_loss"),
+        *("l2_ece_interval", "tcal_test", "ece_sweep", "tce"),
         *("clopper_pearson_interval", "log_brownian_range_sf", "log_chi2_sf"),
         *("temperature_scaling.fit", "temperature_scaling.apply"),
         *("platt.logits.fit", "platt.logits.apply", "matrix_scaling.fit", "matrix_scaling.apply"),
@@ -954,6 +988,8 @@ RESULT_TYPES = {
     jaxcal.ReliabilityIntervals: "reliability_intervals",
     jaxcal.SKCETestResult: "skce_test",
     jaxcal.CMETestResult: "cme_test",
+    jaxcal.L2ECEInterval: "l2_ece_interval, streaming.l2_ece_interval",
+    jaxcal.TCalResult: "tcal_test",
     jaxcal.TestResult: "ks_test, kuiper_test, spiegelhalter_test, hosmer_lemeshow_test",
     jaxcal.ICI: "ici",
     jaxcal.stats.CalibrationSlopeIntercept: "calibration_slope_intercept",

@@ -7,6 +7,7 @@ from jaxcal.metrics._corp_decomposition import ScoreDecomposition, score_decompo
 from jaxcal.metrics._corp_murphy import MurphyDiagram, murphy_diagram
 from jaxcal.metrics._ece import classwise_ece, ece, mce, top_label_ece
 from jaxcal.metrics._ece_kde import ece_kde, kde_bandwidth, proper_calibration_error
+from jaxcal.metrics._ece_sweep import ece_sweep
 from jaxcal.metrics._edges import quantile_edges, uniform_edges
 from jaxcal.metrics._mmce import mmce
 from jaxcal.metrics._reliability import ReliabilityCurve, reliability_curve
@@ -30,6 +31,7 @@ __all__ = [
     "corp_curve",
     "ece",
     "ece_kde",
+    "ece_sweep",
     "kde_bandwidth",
     "log_loss",
     "mce",

@@ -2,6 +2,10 @@
 and the bootstrap (public namespace)."""
 
 from jaxcal._core.confidence import confidence_and_correctness
+from jaxcal.metrics._l2_interval import L2ECEInterval
+from jaxcal.stats._binned.l2_interval import l2_ece_interval
+from jaxcal.stats._binned.tcal import TCalResult, tcal_test
+from jaxcal.stats._binned.tce import tce
 from jaxcal.stats._clinical.hosmer_lemeshow import hosmer_lemeshow_test, log_chi2_sf
 from jaxcal.stats._clinical.ici import ICI, ici
 from jaxcal.stats._clinical.observed_expected import (
@@ -71,12 +75,14 @@ __all__ = [
     "CorpBands",
     "CumulativeDifferences",
     "DecompositionIntervals",
+    "L2ECEInterval",
     "MulticalibrationResult",
     "ObservedExpected",
     "PairedBootstrapResult",
     "ReliabilityIntervals",
     "SKCETestResult",
     "SubpopulationTest",
+    "TCalResult",
     "TestResult",
     "WaldEstimate",
     "bootstrap_ci",
@@ -97,6 +103,7 @@ __all__ = [
     "ici",
     "ks_test",
     "kuiper_test",
+    "l2_ece_interval",
     "log_brownian_max_sf",
     "log_brownian_range_sf",
     "log_chi2_sf",
@@ -109,5 +116,7 @@ __all__ = [
     "skce_test",
     "spiegelhalter_test",
     "subpopulation_test",
+    "tcal_test",
+    "tce",
     "wilson_interval",
 ]
