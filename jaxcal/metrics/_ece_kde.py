@@ -140,8 +140,13 @@ def ece_kde(
     :func:`~jaxcal.metrics.kde_bandwidth`) to avoid them. The choice carries no gradient.
 
     Numerics: log space throughout, with a running row maximum (no density is ever
-    exponentiated: no float32 overflow at K = 100 or tiny b, where the reference's
-    linear path for K <= 60 overflows), ``log`` of probabilities floored at the smallest
+    exponentiated), as the reference's own log path (``get_ratio_canonical_log``, which
+    it takes for K > 60). Its linear path for K <= 60 exponentiates the log kernel in
+    float32: the kernel values of a row underflow to 0 at small bandwidths, the clamped
+    denominator then gives a ratio of 0, and the result departs from the log path's (by
+    4 % and 7 % for p = 1 and 2 at K = 10, b = 0.01 on 60 Dirichlet(0.7) rows, run with
+    torch 2.13); this function gives the log path's value at every K. ``log`` of
+    probabilities floored at the smallest
     normal float (exact zeros give finite values and gradients; the reference gives NaN).
     O(N^2 K) work in 1024 x 1024 tiles (``"marginal"``: K passes with 2 columns); the
     gradient is finite for every valid input. At bandwidths below ~1e-3 the kernel's

@@ -20,7 +20,7 @@ import numpy as np
 
 from jaxcal._core.checks import check_probs_labels
 from jaxcal._core.confidence import scores_and_targets
-from jaxcal._core.numerics import safe_divide, upcast
+from jaxcal._core.numerics import pow2, safe_divide, upcast
 from jaxcal._core.random import draw, indices, label_thresholds, resample_seeds, split_seeds, words
 from jaxcal._core.sort import argsort
 from jaxcal._core.validity import kernel_inputs, run_validated
@@ -69,16 +69,17 @@ def _dpe(zs, c, su, su2, scales):
     """
     n = zs.shape[0]
     total = jnp.sum(c)
-    out = []
-    for b in scales:
-        ids = jnp.floor(zs * (2.0**b))
+
+    def one(b):  # one compiled body for every scale (an unrolled loop compiled 4x longer)
+        ids = jnp.floor(zs * pow2(b, zs.dtype))  # exact 2**b (exp2 is not)
         new = jnp.concatenate([jnp.ones((1,), bool), ids[1:] != ids[:-1]])
         seg = jnp.cumsum(new.astype(jnp.int32)) - 1
         nb = jax.ops.segment_sum(c, seg, n)
         sb = jax.ops.segment_sum(su, seg, n)
         s2 = jax.ops.segment_sum(su2, seg, n)
-        out.append(safe_divide(jnp.sum(safe_divide(sb * sb - s2, nb)), total))
-    return jnp.stack(out)
+        return safe_divide(jnp.sum(safe_divide(sb * sb - s2, nb)), total)
+
+    return jax.lax.map(one, jnp.asarray(scales, jnp.int32))
 
 
 def tcal_dpe(probs: Any, labels: Any, *, n_bins: int, weights: Any = None) -> jax.Array:
