@@ -3,8 +3,8 @@
 Each comparison script (``bench_ece.py``, ``bench_tests.py``, ``bench_bootstrap.py``,
 ``bench_calibrators.py``, ``bench_affine.py``, ``bench_soft.py``, ``bench_coverage.py``,
 ``bench_streaming.py``, ``bench_corp.py``, ``bench_inputs.py``, ``bench_startup.py``,
-``bench_selective.py``, ``bench_widek.py``) runs in its own process, as it would alone,
-and writes its
+``bench_selective.py``, ``bench_widek.py``, ``bench_kernel_ce.py``) runs in its own
+process, as it would alone, and writes its
 results as JSON (``--json``, the :class:`_timing.Table` format); ``bench_streaming.py``
 runs each implementation in a process of its own. This driver renders one Markdown table
 per :class:`~_timing.Table`, with the same columns everywhere:
@@ -67,6 +67,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
         ["--sizes", "2000", "--sklearn-n", "3000", "--repeats", "2", "--budget-s", "0.05"],
     ),
     "widek": ([], ["--mb", "4", "--repeats", "2", "--budget-s", "0.05"]),
+    "kernel_ce": ([], ["--quick"]),
 }
 #: Scripts that take --clock (bench_streaming.py times whole subprocess runs by wall clock).
 CLOCKED = set(SCRIPTS) - {"streaming"}

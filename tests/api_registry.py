@@ -232,6 +232,27 @@ def _metric(fn, name=None, grad=(0,), binary=False, **kw):
 _RESAMPLED = {"pad": "the resamples are drawn over all N rows, padding included"}
 
 
+def _masked(fn, name=None, grad=(), binary=False, **kw):
+    """A measure whose weights are a 0/1 mask (ece_sweep, tce): all-ones weights here,
+    the padding rows' zeros in the padding check."""
+    cols = ("p", "y") if binary else ("probs", "labels")
+
+    def args(d, dtype):
+        p, y = _cols(*cols)(d, dtype)
+        return p, y, jnp.ones((p.shape[0],), dtype)
+
+    return Entry(
+        name or fn.__name__, fn, lambda p, y, w: fn(p, y, weights=w, **kw), args, _PLW, grad=grad
+    )
+
+
+#: Test locations of the UCME and CME entries: (m, K) rows and labels, and binary ones.
+_TEST_P = np.array([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6], [1 / 3, 1 / 3, 1 / 3]], np.float32)
+_TEST_Y = np.array([0, 2, 1], np.int32)
+_TEST_S = np.array([0.2, 0.5, 0.9], np.float32)
+_TEST_B = np.array([0, 1, 1], np.int32)
+
+
 def _resampling(name, fn, seed, metric=None, grad=()):
     """A resampling procedure (of ``metric`` when given) on probs, labels, weights, key.
 
@@ -427,6 +448,93 @@ METRICS = [
     ),
     _resampling("consistency_test.generic", jaxcal.consistency_test, 2, jaxcal.brier_score),
     _resampling("bootstrap_ci", jaxcal.bootstrap_ci, 3, jaxcal.ece, grad=(0,)),
+    _metric(jaxcal.skce),
+    _metric(jaxcal.skce, "skce.binary", binary=True),
+    _metric(jaxcal.skce, "skce.gaussian_biased", kernel="gaussian", estimator="biased"),
+    _metric(jaxcal.skce, "skce.block", estimator="block", block_size=4),
+    _metric(jaxcal.skce, "skce.top_label", kind="top_label", bandwidth=0.3),
+    Entry(
+        "skce_test",
+        jaxcal.skce_test,
+        lambda p, y, w, key: jaxcal.skce_test(p, y, key=key, n_resamples=16, weights=w),
+        lambda d, dtype: (*_PROBS(d, dtype), jax.random.key(8)),
+        (*_PLW, FIXED),
+        skip=_RESAMPLED,
+    ),
+    _metric(jaxcal.skce_test, "skce_test.block", grad=(), method="block", block_size=4),
+    _metric(
+        jaxcal.skce_test,
+        "skce_test.distribution_free",
+        grad=(),
+        binary=True,
+        method="distribution_free",
+        estimator="biased",
+    ),
+    Entry(
+        "ucme",
+        jaxcal.ucme,
+        lambda p, y, w: jaxcal.ucme(p, y, test_probs=_TEST_P, test_labels=_TEST_Y, weights=w),
+        _PROBS,
+        _PLW,
+        grad=(0,),
+    ),
+    Entry(
+        "ucme.binary",
+        jaxcal.ucme,
+        lambda p, y, w: jaxcal.ucme(
+            p, y, test_probs=_TEST_S, test_labels=_TEST_B, kernel="gaussian", weights=w
+        ),
+        _BINARY,
+        _PLW,
+        grad=(0,),
+    ),
+    Entry(
+        "cme_test",
+        jaxcal.cme_test,
+        lambda p, y, w: jaxcal.cme_test(p, y, test_probs=_TEST_P, test_labels=_TEST_Y, weights=w),
+        _PROBS,
+        _PLW,
+        # Kish's effective size and the covariance are rescaled by the padding's zero
+        # weights only through round-off; the eigenvalues of a 3 x 3 covariance in float32
+        rtol=1e-4,
+        atol=1e-5,
+    ),
+    _metric(jaxcal.ece_kde),
+    _metric(jaxcal.ece_kde, "ece_kde.binary", binary=True, bandwidth=0.05, p=2),
+    _metric(jaxcal.ece_kde, "ece_kde.marginal", kind="marginal", bandwidth=0.1),
+    _metric(jaxcal.ece_kde, "ece_kde.top_label", kind="top_label", bandwidth=0.1),
+    _metric(jaxcal.proper_calibration_error),
+    _metric(
+        jaxcal.proper_calibration_error,
+        "proper_calibration_error.classwise_l2",
+        kind="classwise",
+        divergence="l2",
+        bandwidth=0.1,
+    ),
+    Entry(
+        "kde_bandwidth",
+        jaxcal.kde_bandwidth,
+        lambda p, w: jaxcal.kde_bandwidth(p, weights=w),
+        _cols("probs", "weights"),
+        (ROWS, WEIGHTS),
+    ),
+    _metric(jaxcal.l2_ece_interval, grad=(), n_bins=4),
+    _metric(jaxcal.l2_ece_interval, "l2_ece_interval.binary", grad=(), binary=True, n_bins=4),
+    Entry(
+        "tcal_test",
+        jaxcal.tcal_test,
+        lambda p, y, w, key: jaxcal.tcal_test(p, y, key=key, n_resamples=16, weights=w),
+        lambda d, dtype: (*_BINARY(d, dtype), jax.random.key(10)),
+        (*_PLW, FIXED),
+        skip={
+            **_RESAMPLED,
+            "vmap": "a batch of T-Cal tests is jax.lax.map over data sets (vmap equals it)",
+        },
+    ),
+    _masked(jaxcal.ece_sweep, grad=(0,)),
+    _masked(jaxcal.ece_sweep, "ece_sweep.binary_l1", grad=(0,), binary=True, norm="l1"),
+    _masked(jaxcal.tce, binary=True, n_min=3, n_max=8),
+    _masked(jaxcal.tce, "tce.quantile", strategy="quantile", n_bin=4),
     Entry(
         "paired_bootstrap",
         jaxcal.paired_bootstrap,
@@ -698,6 +806,7 @@ STREAMING = [
     _fine("equal_mass_ece", streaming.equal_mass_ece),
     _fine("isotonic_params", streaming.isotonic_params),
     _fine("rebin", streaming.rebin, n_bins=2),
+    _fine("l2_ece_interval", streaming.l2_ece_interval, n_bins=2),
     Entry(
         "streaming.poisson_init",
         streaming.poisson_init,
@@ -864,7 +973,13 @@ def _loss(fn):
 LOSSES = [
     *(
         _loss(f)
-        for f in (losses.dca_loss, losses.focal_loss, losses.mmce_loss, losses.soft_ece_loss)
+        for f in (
+            losses.dca_loss,
+            losses.ece_kde_loss,
+            losses.focal_loss,
+            losses.mmce_loss,
+            losses.soft_ece_loss,
+        )
     ),
     Entry("flsd53_gamma", losses.flsd53_gamma, losses.flsd53_gamma, _cols("p"), (ROWS,)),
 ]
@@ -1025,6 +1140,8 @@ SWEEP = frozenset(
         *("subpopulation_test", "ici", "calibration_slope_intercept"),
         *("observed_expected_ratio", "hosmer_lemeshow_test", "bootstrap_ci", "corp_bands"),
         *("brier_score", "log_loss"),
+        *("skce", "skce.binary", "skce_test", "ucme", "cme_test", "ece_kde", "ece_kde_loss"),
+        *("l2_ece_interval", "tcal_test", "ece_sweep", "tce"),
         *("clopper_pearson_interval", "log_brownian_range_sf", "log_chi2_sf"),
         *("temperature_scaling.fit", "temperature_scaling.apply"),
         *("platt.logits.fit", "platt.logits.apply", "matrix_scaling.fit", "matrix_scaling.apply"),
@@ -1060,6 +1177,10 @@ RESULT_TYPES = {
     jaxcal.PairedBootstrapResult: "paired_bootstrap",
     jaxcal.ReliabilityCurve: "reliability_curve",
     jaxcal.ReliabilityIntervals: "reliability_intervals",
+    jaxcal.SKCETestResult: "skce_test",
+    jaxcal.CMETestResult: "cme_test",
+    jaxcal.L2ECEInterval: "l2_ece_interval, streaming.l2_ece_interval",
+    jaxcal.TCalResult: "tcal_test",
     jaxcal.TestResult: "ks_test, kuiper_test, spiegelhalter_test, hosmer_lemeshow_test",
     jaxcal.ICI: "ici",
     jaxcal.stats.CalibrationSlopeIntercept: "calibration_slope_intercept",

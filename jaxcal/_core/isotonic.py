@@ -16,6 +16,7 @@ References:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -151,10 +152,47 @@ def pava_stack(wg: jax.Array, sg: jax.Array, size: jax.Array):
 
     The stack algorithm, O(U): push the next group; while the top two blocks violate
     monotonicity (mean below >= mean on top), merge them. Each step pushes or merges, so
-    one ``lax.while_loop`` of at most 2U steps does it all.
+    one ``lax.while_loop`` of at most 2U steps does it all (``stack_pool()``).
 
     Returns ``(sums, starts, top)``: ``sums`` ``(N + 2, 2)`` the (weighted sum, weight)
     of the blocks in slots 1..top, ``starts`` ``(N + 2,)`` their first groups.
+
+    Under ``vmap`` the fits run one after the other (``lax.map``, ``_in_sequence()``):
+    batched, the buffer writes become scatters that XLA copies whole every step (64 fits
+    of 1e4 groups took 7.7 s, against 26 ms in sequence). Forward-mode derivatives work;
+    reverse mode never did (a ``while_loop``).
+    """
+
+    def violates(top, below, above):  # mean(below) >= mean(above), without dividing
+        return (top >= 2) & (below[0] * above[1] >= above[0] * below[1])
+
+    return stack_pool(wg, sg, size, violates)
+
+
+def limited_pava_stack(wg: jax.Array, sg: jax.Array, size: jax.Array, n_min: int, n_max: int):
+    """``pava_stack()`` with block-size limits (the "PAVA-BC" of Matsubara et al. 2023).
+
+    Two blocks of weights w0 (below) and w1 (on top) merge when ``w0 + w1 <= n_min``, or
+    when ``w0 + w1 <= n_max`` and they violate monotonicity (mean below >= mean on top):
+    facebookresearch/tce's ``_pavabc`` condition. Same loop, same returns.
+    """
+
+    def violates(top, below, above):
+        total = below[1] + above[1]
+        mono = below[0] * above[1] >= above[0] * below[1]
+        return (top >= 2) & ((total <= n_min) | ((total <= n_max) & mono))
+
+    @jax.custom_batching.custom_vmap
+    def run(wg, sg, size):
+        return stack_pool(wg, sg, size, violates)
+
+    run.def_vmap(partial(_in_sequence, run))
+    return run(wg, sg, size)
+
+
+def stack_pool(wg: jax.Array, sg: jax.Array, size: jax.Array, violates):
+    """The stack loop of PAV with a merge rule ``violates(top, below, above)`` on the
+    (sum, weight) pairs of the two top blocks (``top``: the stack height).
 
     Why it is written this way: XLA updates a loop-carried buffer in place only when no
     value read from that buffer in the same step decides where it is written; otherwise it
@@ -163,11 +201,6 @@ def pava_stack(wg: jax.Array, sg: jax.Array, size: jax.Array):
     lands at an index computed from the carry alone, and the one read (the new block below
     the top, after a merge) reads the buffer *after* the step's write. Measured on one CPU
     core: 1e6 groups in 57 ms (scikit-learn's Cython PAV with its sort: 256 ms).
-
-    Under ``vmap`` the fits run one after the other (``lax.map``, ``_pava_batched()``):
-    batched, the buffer writes become scatters that XLA copies whole every step (64 fits
-    of 1e4 groups took 7.7 s, against 26 ms in sequence). Forward-mode derivatives work;
-    reverse mode never did (a ``while_loop``).
     """
     n = wg.shape[0]
     # Slot 0 is an empty sentinel; the blocks occupy slots 1..top of the buffers.
@@ -175,9 +208,6 @@ def pava_stack(wg: jax.Array, sg: jax.Array, size: jax.Array):
     starts = jnp.zeros((n + 2,), jnp.int32)
 
     origin = jnp.int32(0)  # the column index, typed like the row index under x64
-
-    def violates(top, below, above):  # mean(below) >= mean(above), without dividing
-        return (top >= 2) & (below[0] * above[1] >= above[0] * below[1])
 
     def step(carry):
         i, top, head, head_start, below, below_start, sums, starts = carry
@@ -218,14 +248,16 @@ def pava_stack(wg: jax.Array, sg: jax.Array, size: jax.Array):
     return sums, starts, top
 
 
-@pava_stack.def_vmap
-def _pava_batched(axis_size, in_batched, wg, sg, size):
-    """vmap rule of ``pava_stack()``: the fits in sequence (``lax.map``), each in place."""
+def _in_sequence(fn, axis_size, in_batched, wg, sg, size):
+    """vmap rule of the stack fits: the fits in sequence (``lax.map``), each in place."""
     args = tuple(
         x if batched else jnp.broadcast_to(x, (axis_size, *x.shape))
         for x, batched in zip((wg, sg, size), in_batched, strict=True)
     )
-    return jax.lax.map(lambda a: pava_stack(*a), args), (True, True, True)
+    return jax.lax.map(lambda a: fn(*a), args), (True, True, True)
+
+
+pava_stack.def_vmap(partial(_in_sequence, pava_stack))
 
 
 class Groups(NamedTuple):

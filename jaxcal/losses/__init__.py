@@ -5,6 +5,7 @@ Optax-style pure functions ``loss(logits, labels, *, ..., weights=None) -> scala
 """
 
 from jaxcal.losses._focal import flsd53_gamma, focal_loss
+from jaxcal.losses._kde import ece_kde_loss
 from jaxcal.losses._regularizers import dca_loss, mmce_loss, soft_ece_loss
 
-__all__ = ["dca_loss", "flsd53_gamma", "focal_loss", "mmce_loss", "soft_ece_loss"]
+__all__ = ["dca_loss", "ece_kde_loss", "flsd53_gamma", "focal_loss", "mmce_loss", "soft_ece_loss"]

@@ -2,6 +2,10 @@
 and the bootstrap (public namespace)."""
 
 from jaxcal._core.confidence import confidence_and_correctness
+from jaxcal.metrics._l2_interval import L2ECEInterval
+from jaxcal.stats._binned.l2_interval import l2_ece_interval
+from jaxcal.stats._binned.tcal import TCalResult, tcal_test
+from jaxcal.stats._binned.tce import tce
 from jaxcal.stats._clinical.hosmer_lemeshow import hosmer_lemeshow_test, log_chi2_sf
 from jaxcal.stats._clinical.ici import ICI, ici
 from jaxcal.stats._clinical.observed_expected import (
@@ -14,6 +18,8 @@ from jaxcal.stats._clinical.slope import (
     WaldEstimate,
     calibration_slope_intercept,
 )
+from jaxcal.stats._kernel.cme_test import CMETestResult, cme_test
+from jaxcal.stats._kernel.skce_test import SKCETestResult, skce_test
 from jaxcal.stats._paths.brownian import (
     brownian_max_cdf,
     brownian_max_sf,
@@ -67,6 +73,7 @@ __all__ = [
     "ICI",
     "BinomialInterval",
     "BootstrapResult",
+    "CMETestResult",
     "CalibrationRefinement",
     "CalibrationSlopeIntercept",
     "CalibrationTests",
@@ -75,11 +82,14 @@ __all__ = [
     "CorpBands",
     "CumulativeDifferences",
     "DecompositionIntervals",
+    "L2ECEInterval",
     "MulticalibrationResult",
     "ObservedExpected",
     "PairedBootstrapResult",
     "ReliabilityIntervals",
+    "SKCETestResult",
     "SubpopulationTest",
+    "TCalResult",
     "TestResult",
     "WaldEstimate",
     "bootstrap_ci",
@@ -91,6 +101,7 @@ __all__ = [
     "calibration_slope_intercept",
     "calibration_tests",
     "clopper_pearson_interval",
+    "cme_test",
     "confidence_and_correctness",
     "consistency_bands",
     "consistency_test",
@@ -101,6 +112,7 @@ __all__ = [
     "ici",
     "ks_test",
     "kuiper_test",
+    "l2_ece_interval",
     "log_brownian_max_sf",
     "log_brownian_range_sf",
     "log_chi2_sf",
@@ -111,7 +123,10 @@ __all__ = [
     "recalibrated",
     "reliability_intervals",
     "score_decomposition_ci",
+    "skce_test",
     "spiegelhalter_test",
     "subpopulation_test",
+    "tcal_test",
+    "tce",
     "wilson_interval",
 ]

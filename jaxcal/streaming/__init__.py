@@ -81,6 +81,7 @@ from jaxcal.streaming._corp import (
 )
 from jaxcal.streaming._dask import dask_state
 from jaxcal.streaming._hosts import process_merge
+from jaxcal.streaming._l2_interval import l2_ece_interval
 from jaxcal.streaming._merge import merge
 from jaxcal.streaming._nnx import nnx_metric  # imports flax on its first call only
 from jaxcal.streaming._parquet import ParquetStates, parquet_state
@@ -117,6 +118,7 @@ __all__ = [
     "from_arrow",
     "init",
     "isotonic_params",
+    "l2_ece_interval",
     "merge",
     "nnx_metric",
     "parquet_state",
