@@ -178,15 +178,45 @@ def _binary_fit(p, y, w, z):
     pc = jnp.clip(p, eps, 1 - eps)
     lp = jnp.log(pc) - jnp.log1p(-pc)
     ones = jnp.ones_like(lp)
-    theta, cov, ok2 = logistic_newton(
-        jnp.stack([ones, lp], axis=1), jnp.zeros_like(lp), y, w, jnp.array([0.0, 1.0], dtype)
+    total = jnp.sum(w)
+    empty = ~(total > 0)
+    # Zero total weight: no information. The fits run on unit weights (finite, unused) and
+    # the documented answer is selected at the end, so no NaN reaches a derivative either.
+    w = jnp.where(empty, 1, w)
+    # The slope is fitted on centred log-odds, a + b z = a' + b (z - m) with m the
+    # weighted mean of z: with (near-)constant scores the columns (1, z) are collinear and
+    # a float32 inverse of their information lost every digit (a standard error of 0, or
+    # NaN, issues A4 and B1); centred, the information is diagonal there, the slope's
+    # direction has only the ridge (toward the calibrated b = 1, a = 0, as before) and
+    # the round-off jitter of ``logistic_newton()``: a large, finite standard error.
+    m = jax.lax.stop_gradient(jnp.sum(w * lp) / jnp.sum(w))
+    centred, cov, ok2 = logistic_newton(
+        jnp.stack([ones, lp - m], axis=1),
+        jnp.zeros_like(lp),
+        y,
+        w,
+        jnp.stack([m, jnp.ones((), dtype)]),
     )
+    slope = centred[1]
+    intercept = centred[0] - slope * m
+    var_intercept = cov[0, 0] - 2 * m * cov[0, 1] + m * m * cov[1, 1]
     citl, cov1, ok1 = logistic_newton(ones[:, None], lp, y, w, jnp.zeros((1,), dtype))
+
+    def wald(estimate, variance, calibrated):
+        est = _wald(estimate, variance, z, exponent)
+        inf = jnp.asarray(jnp.inf, dtype)
+        return WaldEstimate(
+            jnp.where(empty, calibrated, est.estimate),
+            jnp.where(empty, inf, est.std_error),
+            jnp.where(empty, -inf, est.low),
+            jnp.where(empty, inf, est.high),
+        )
+
     return CalibrationSlopeIntercept(
-        slope=_wald(theta[1], cov[1, 1], z, exponent),
-        intercept=_wald(theta[0], cov[0, 0], z, exponent),
-        citl=_wald(citl[0], cov1[0, 0], z, exponent),
-        converged=ok1 & ok2,
+        slope=wald(slope, cov[1, 1], 1),
+        intercept=wald(intercept, var_intercept, 0),
+        citl=wald(citl[0], cov1[0, 0], 0),
+        converged=(ok1 & ok2) | empty,
     )
 
 
