@@ -295,9 +295,9 @@ METRICS = [
     Entry(
         "hosmer_lemeshow_test",
         jaxcal.stats.hosmer_lemeshow_test,
-        lambda p, y: jaxcal.stats.hosmer_lemeshow_test(p, y, n_groups=4),
-        _cols("p", "y"),
-        (ROWS, LABELS),
+        lambda p, y, w: jaxcal.stats.hosmer_lemeshow_test(p, y, n_groups=4, weights=w),
+        _BINARY,
+        _PLW,
     ),
     Entry(
         "prevalence_weights",

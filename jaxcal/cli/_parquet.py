@@ -166,6 +166,8 @@ def parquet_stream(path: Path, args: argparse.Namespace) -> Stream:
         rows = data.count_rows()
     except (OSError, ValueError) as err:
         raise InputError(f"{path}: cannot read as Parquet ({err}).") from err
+    if getattr(data, "files", None) == []:
+        raise InputError(f"{path}: no Parquet file (.parquet) in this folder.")
     probs, labels = _columns(path, names, args)
     return Stream(
         rows,
