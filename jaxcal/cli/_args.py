@@ -21,6 +21,7 @@ LIMITS = {
     "resamples": (2, 1_000_000),
     "folds": (2, 10_000),
     "seed": (0, 2**63 - 1),
+    "max_segments": (1, 1_000_000),
 }
 
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
@@ -28,7 +29,8 @@ PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 def _check_range(option: str, value: int, low: int, high: int) -> None:
     if not low <= value <= high:
-        raise InputError(f"--{option} must be an integer >= {low} and <= {high}; got {value}.")
+        flag = option.replace("_", "-")
+        raise InputError(f"--{flag} must be an integer >= {low} and <= {high}; got {value}.")
 
 
 def check_destination(path: Path, option: str) -> None:

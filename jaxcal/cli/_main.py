@@ -59,10 +59,15 @@ metric, seed ``--seed``). All metrics, intervals and tests of a model are one co
 JAX computation, so a second model of the same shape costs no compilation.
 
 ``--by COLUMN`` adds calibration within segments: the distinct values of a ``.csv``
-column (any text) or of an ``.npz`` key split the samples; each segment gets the Kuiper
-test of its cumulative differences (:func:`jaxcal.stats.multicalibration_error`, one sort
-for all), listed by Holm-adjusted p-value, with the family-wise p-value; the JSON gains a
-``"segments"`` entry per model (schema in ``jaxcal/cli/_segments.py``).
+column (any text; with a ``.csv`` it is not a score column) or of an ``.npz`` key split
+the samples; a column of non-integer numbers with more than 20 distinct values (a score,
+an income) is cut into 10 equal-count bins instead. Each segment gets the Kuiper test of
+its cumulative differences (:func:`jaxcal.stats.multicalibration_error`, one sort for
+all); a segment of fewer than 10 rows, or of events too rare for the test's Brownian
+approximation, is excluded (listed, not tested). The table lists the tested segments by
+Holm-adjusted p-value, then the excluded ones, at most ``--max-segments`` rows (default
+20), with the family-wise p-value; the JSON gains a ``"segments"`` entry per model with
+every segment (schema in ``jaxcal/cli/_segments.py``).
 
 Probabilities rounded on export (rows that miss 1 by more than the tolerance) are
 refused; ``--renormalize`` divides each row by its sum first (the metrics'
@@ -219,6 +224,13 @@ def _parser() -> argparse.ArgumentParser:
         help="also test calibration within the segments of a .csv column or .npz key "
         "(Holm-adjusted Kuiper tests, one per distinct value)",
     )
+    rep.add_argument(
+        "--max-segments",
+        type=int,
+        default=20,
+        metavar="M",
+        help="rows of the --by table (default 20; the JSON has every segment)",
+    )
     rep.add_argument("--json", metavar="OUT", help="write every number as JSON ('-': stdout)")
     rep.add_argument(
         "--plot",
@@ -340,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print()
         else:
             print_report(models, results, settings, sys.stdout)
-            print_segments(models, results, sys.stdout, format_p, _table)
+            print_segments(models, results, sys.stdout, format_p, _table, args.max_segments)
         if args.json not in (None, "-"):
             try:
                 with open(args.json, "w", encoding="utf-8") as f:
