@@ -60,6 +60,15 @@ def check_args(args: argparse.Namespace) -> None:
             if value == 1:
                 raise InputError("--resamples must be 0 (no intervals) or >= 2; got 1.")
             low = 0
+        if option == "resamples" and not streamed and value < low:
+            # Kept on purpose (E1): the in-memory report's ECE consistency test and its
+            # intervals are resampling; the streamed report has neither test nor a need.
+            raise InputError(
+                f"--resamples must be >= 2 for the in-memory report (its intervals and the "
+                f"ECE consistency test resample); got {value}. For a quick look use a few "
+                "(e.g. --resamples 20); 0 (no intervals) is for the streamed report "
+                "(--stream, or Parquet input)."
+            )
         _check_range(option, value, low, high)
     if args.demo == bool(args.files):
         raise InputError("give either FILE(s) or --demo.")
