@@ -14,6 +14,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import itertools
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -438,5 +440,5 @@ def test_score_axis_labels_do_not_overlap():
         assert len(boxes) >= least
         # At least 20 pixels (~2.5 characters of the small font) between two labels: the
         # demo's 0.6 and 0.999 were 14 apart, 0.999 and 0.9999 here 7.
-        for left, right in zip(boxes, boxes[1:], strict=False):
+        for left, right in itertools.pairwise(boxes):
             assert right.x0 - left.x1 >= 20, (left, right)
