@@ -38,6 +38,12 @@ MAX_ITER = 100
 #: Step sizes 1, 1/2, ..., 2**-(HALVINGS - 1) tried at once by the line search.
 HALVINGS = 12
 
+#: The longest Newton step in any coordinate (log-odds units): far from the optimum the
+#: information can be tiny (every score 0 with one event: sigma(logit(eps)) = 1e-7), and
+#: the full step of 4e6 with 12 halvings still overshot, so the fit diverged to -22043
+#: with an infinite standard error. A step of 20 log-odds is beyond any useful change.
+MAX_STEP = 20.0
+
 
 class WaldEstimate(NamedTuple):
     """An estimate with its standard error and Wald interval (arrays of one shape).
@@ -84,8 +90,9 @@ def logistic_newton(
     """Weighted logistic regression ``logit P = features @ theta + offset`` by Newton.
 
     Minimises sum w [softplus(eta) - y eta] + RIDGE W / 2 |theta - prior|^2 (W the total
-    weight). Stops when the Newton step is below sqrt(eps) (1 + |theta|) (the next one
-    would be below eps), or after ``MAX_ITER`` iterations.
+    weight). Each Newton step is at most ``MAX_STEP`` in every coordinate, then halved
+    until the loss does not grow. Stops when the Newton step is below sqrt(eps)
+    (1 + |theta|) (the next one would be below eps), or after ``MAX_ITER`` iterations.
 
     Differentiable in every input by the implicit function theorem: the iterations run on
     stopped gradients (reverse mode cannot cross a ``while_loop``), and the estimate
@@ -124,6 +131,8 @@ def logistic_newton(
         theta, _, it = carry
         grad, info = hessian(fixed, theta)
         delta = jnp.linalg.solve(info, grad)
+        size = jnp.max(jnp.abs(delta))
+        delta = delta * jnp.where(size > MAX_STEP, MAX_STEP / jnp.where(size > 0, size, 1), 1)
         trials = theta[None, :] - steps[:, None] * delta[None, :]
         values = loss(fixed, trials)
         current = loss(fixed, theta[None, :])[0]

@@ -93,8 +93,10 @@ class MulticalibrationResult(NamedTuple):
       p_holm: ``(G,)`` Holm's step-down adjusted p-values.
       p_bonferroni: ``(G,)`` ``min(1, G p_g)``.
       mce_sigma: 0-d, ``max_g H_g`` (MCGrad's ``mce_sigma``).
-      mce: 0-d, ``mce_sigma`` times the whole sample's sigma (``mce``).
-      mce_relative: 0-d, ``100 mce / min(p, 1 - p)``, p the prevalence (``mce_relative``).
+      mce: 0-d, ``mce_sigma`` times the whole sample's sigma (``mce``); +inf when
+        ``mce_sigma`` is (an impossible segment), even if that sigma is 0.
+      mce_relative: 0-d, ``100 mce / min(p, 1 - p)``, p the prevalence (``mce_relative``);
+        with one class only (p = 0 or 1), 0 when ``mce`` is 0, else +inf.
       family_p_value: 0-d, ``min(1, G min_g p_g)``: the smallest level at which Holm's
         procedure rejects some segment.
       log_family_p_value: 0-d, its logarithm.
@@ -181,9 +183,15 @@ def _result(
     sigma_all = jnp.sqrt(var_all) / safe_total
     prevalence = jnp.sum(ones * y) / safe_total
     mce_sigma = jnp.max(jnp.where(tested, stat, 0))
-    mce = mce_sigma * sigma_all
+    # An impossible segment (H = inf: sigma_g = 0, a label against its 0/1 score) makes
+    # the MCE inf on every scale, even where sigma of the whole sample is 0 too (inf * 0).
+    inf = jnp.asarray(jnp.inf, stat.dtype)
+    mce = jnp.where(jnp.isinf(mce_sigma), inf, mce_sigma * sigma_all)
     base = jnp.minimum(prevalence, 1 - prevalence)
-    mce_relative = jnp.where(base > 0, 100 * mce / jnp.where(base > 0, base, 1), jnp.inf)
+    # One class only (base 0): 0 when the MCE is 0, else inf (MCGrad divides by 0).
+    mce_relative = jnp.where(
+        base > 0, 100 * mce / jnp.where(base > 0, base, 1), jnp.where(mce > 0, inf, 0)
+    )
     return MulticalibrationResult(
         statistic=stat,
         ecce=ecce,

@@ -114,7 +114,11 @@ def bands_of(scores, targets, weights, seeds, kind, n_batches, batch, confidence
     weights = None if weights is None else scale_free(weights.astype(scores.dtype))
     knots = knots_of(scores, weights)
     observed = calibrate(knot_sums(knots, targets, weights))
-    x = key_values(knots.keys, scores.dtype)
+    # Past the knots the keys are padding (NaN as floats): 0, as corp_curve's forecasts,
+    # so that zero total weight (no knot) gives a band of zeros, never NaN.
+    x = jnp.where(
+        jnp.arange(n, dtype=jnp.int32) < knots.size, key_values(knots.keys, scores.dtype), 0
+    )
     if kind == "consistency":
         plan = label_plan(scores, scores)
 
