@@ -122,19 +122,30 @@ def _error(argv, capsys) -> str:
     return err
 
 
-def test_a_nan_in_a_later_batch_exits_2_on_every_run(tmp_path, capsys):
-    """A1: a NaN after the first compiled batch exited 0 and printed '-' for ECE."""
-    _, p, y = binary()
-    q = p.copy()
-    q[150] = np.nan
-    bad = tmp_path / "nan_late.parquet"
-    pq.write_table(pa.table({"score": q, "target": y}), bad, row_group_size=64)
-    good, _, _ = _binary_file(tmp_path)
-    for _ in range(2):  # the second run of the same shapes reads the kernel's summary
-        assert main(["report", str(good), "--bins", "10", "--resamples", "0", "--quiet"]) == 0
-        capsys.readouterr()
-        err = _error([str(bad), "--bins", "10", "--resamples", "0"], capsys)
-        assert "must be finite; got nan" in err
+@pytest.mark.parametrize("rows", [200, 5000])  # batches of 1024 and of 8192 rows
+def test_a_nan_in_any_row_exits_2_on_every_run(tmp_path, capsys, rows):
+    """A1: the streamed report of a file with a NaN at row 70,000 exited 0 and printed '-'
+    for ECE (after any earlier streamed call of that batch shape): Parquet input and
+    ``--stream`` of an ``.npz``, the NaN in the first, a middle and the last row."""
+    rng = np.random.default_rng(rows)
+    p = rng.random(rows).astype(np.float32)
+    y = (rng.random(rows) < p).astype(np.int32)
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"score": p, "target": y}), good)
+    np.savez(tmp_path / "good.npz", probs=p, labels=y)
+    argv = ["--bins", "10", "--resamples", "0"]
+    for row in (0, rows // 2, rows - 1):
+        q = p.copy()
+        q[row] = np.nan
+        bad = tmp_path / f"nan_{row}.parquet"
+        pq.write_table(pa.table({"score": q, "target": y}), bad)
+        np.savez(tmp_path / f"nan_{row}.npz", probs=q, labels=y)
+        for source, extra in (("parquet", []), ("npz", ["--stream"])):
+            # A clean run of the same shapes first: the bad one reads the kernel's summary.
+            assert main(["report", str(good.with_suffix(f".{source}")), *argv, *extra]) == 0
+            capsys.readouterr()
+            err = _error([str(tmp_path / f"nan_{row}.{source}"), *argv, *extra], capsys)
+            assert "must be finite; got nan" in err, (row, source, err)
 
 
 def test_parquet_inputs_the_report_cannot_read_name_the_column(tmp_path, capsys):
