@@ -63,7 +63,8 @@ def _log_chi2_sf(x: jax.Array, df: jax.Array) -> jax.Array:
     far = half > a + 1  # the continued fraction; near the bulk, the series of gammaincc
     direct = jnp.log(gammaincc(a, jnp.where(far, a, half)))
     cf = _log_gamma_cf(a, jnp.where(far, half, a + 2))
-    return jnp.where(far, cf, jnp.minimum(direct, 0))
+    # x = +inf: log P = -inf (the continued fraction would read -inf + inf).
+    return jnp.where(x == jnp.inf, -jnp.inf, jnp.where(far, cf, jnp.minimum(direct, 0)))
 
 
 def log_chi2_sf(x: Any, df: Any) -> jax.Array:
