@@ -347,9 +347,9 @@ METRICS = [
     Entry(
         "hosmer_lemeshow_test",
         jaxcal.stats.hosmer_lemeshow_test,
-        lambda p, y: jaxcal.stats.hosmer_lemeshow_test(p, y, n_groups=4),
-        _cols("p", "y"),
-        (ROWS, LABELS),
+        lambda p, y, w: jaxcal.stats.hosmer_lemeshow_test(p, y, n_groups=4, weights=w),
+        _BINARY,
+        _PLW,
     ),
     Entry(
         "prevalence_weights",
@@ -796,7 +796,7 @@ def _no_replicates(dtype):
 def _replicates_of(d, dtype):
     key = jax.random.key(8)
     return streaming.poisson_update(
-        _no_replicates(dtype), d.p, d.y, np.arange(N), key=key, weights=d.weights
+        _no_replicates(dtype), d.p, d.y, np.arange(len(d.p)), key=key, weights=d.weights
     )
 
 
@@ -822,7 +822,7 @@ STREAMING = [
         lambda d, dtype: (
             _no_replicates(dtype),
             *_cols("p", "y")(d, dtype),
-            jnp.arange(N),
+            jnp.arange(len(d.p)),  # example ids (any length of data: test_bad_input.py)
             _as(d.weights, dtype),
             jax.random.key(9),
         ),

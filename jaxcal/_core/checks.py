@@ -78,8 +78,12 @@ def _float_summary(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.A
 
     The stand-alone checks pull these four scalars to the host instead of the whole
     array, and locate the offending element (on the host) only when a check fails. A
-    non-finite total flags NaN/inf (a finite overflow is re-checked exactly on the host).
-    Row sums use a matrix-vector product: masked minor-axis reductions are slow on XLA:CPU.
+    non-finite total flags NaN/inf (a finite overflow is re-checked exactly on the host);
+    it is made NaN explicitly from ``isfinite`` rather than trusted to the sum, and the
+    min, max and row deviation are read only once the total is finite: no check relies on
+    a reduction carrying NaN (``jnp.max`` of 4096 or more float32 values drops it on
+    XLA:CPU, jax 0.10.2). Row sums use a matrix-vector product: masked minor-axis
+    reductions are slow on XLA:CPU.
     """
     xf = x.astype(compute_dtype(x.dtype))
     flat = xf.reshape(-1)
@@ -87,7 +91,8 @@ def _float_summary(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.A
         row_dev = jnp.max(jnp.abs(xf @ jnp.ones(x.shape[1], xf.dtype) - 1))
     else:
         row_dev = jnp.zeros((), xf.dtype)
-    return jnp.sum(flat), jnp.min(flat), jnp.max(flat), row_dev
+    total = jnp.where(jnp.all(jnp.isfinite(flat)), jnp.sum(flat), jnp.nan)
+    return total, jnp.min(flat), jnp.max(flat), row_dev
 
 
 def _host_summary(x: jax.Array) -> tuple[float, float, float, float]:

@@ -24,6 +24,15 @@ def check_groups(groups: Any, n: int, n_groups: int | None, name: str = "groups"
     Returns ``(groups as an array, n_groups or None)``. Ids are checked to lie in
     ``[0, n_groups)`` on concrete input only.
     """
+    if not isinstance(groups, (jax.Array, jax.core.Tracer)):
+        kind = np.asarray(groups).dtype.kind
+        if kind in "USO":  # strings (country names), or Python objects
+            raise ValueError(
+                f"`{name}` must be integer segment ids (or a boolean (N, G) membership "
+                f"matrix); got {'strings' if kind in 'US' else 'Python objects'}. Map them "
+                f"to integer ids first: `names, ids = np.unique({name}, return_inverse=True)`, "
+                f"then pass `{name}=ids, n_groups=len(names)`."
+            )
     groups = jnp.asarray(groups)
     if groups.ndim == 2:
         if groups.shape[0] != n:
@@ -64,6 +73,15 @@ def check_groups(groups: Any, n: int, n_groups: int | None, name: str = "groups"
                 f"[{low}, {high}]. Raise `n_groups` or relabel the segments."
             )
     return groups, n_groups
+
+
+def reject_lone_n_groups(groups: Any, n_groups: Any) -> None:
+    """Raise when ``n_groups`` is given without ``groups`` (it would be silently ignored)."""
+    if groups is None and n_groups is not None:
+        raise ValueError(
+            f"`n_groups` ({n_groups!r}) was given without `groups`: pass the segment ids as "
+            "`groups=` too, or drop `n_groups` for one result over all samples."
+        )
 
 
 def segmented_cumsum(values: jax.Array, starts: jax.Array) -> jax.Array:

@@ -50,7 +50,8 @@ class InputSummary(NamedTuple):
     Attributes:
       probs: the largest excess over the rules of probabilities: ``-p - RANGE_ATOL``
         (below 0), ``p - 1 - RANGE_ATOL`` (above 1, for ``(N,)``), and for ``(N, K)``
-        ``|row sum - 1| - tolerance``; NaN for NaN or inf.
+        ``|row sum - 1| - tolerance``; +inf for NaN or inf (NaN is turned into +inf
+        element by element before the max, ``_nan_to_inf()``).
       labels: the largest label read as unsigned (a negative label reads >= 2**31).
       weights: the largest ``-w`` (a negative weight), +inf for a non-finite weight, 1
         for a subnormal one; ``None`` without weights.
@@ -61,17 +62,28 @@ class InputSummary(NamedTuple):
     weights: jax.Array | None
 
 
+def _nan_to_inf(x: jax.Array) -> jax.Array:
+    """``x`` with NaN read as +inf, so that a ``max`` over it cannot lose a bad element.
+
+    Never rely on a reduction carrying NaN: on XLA:CPU (jax 0.10.2) ``jnp.max`` of 4096
+    or more float32 values returns a finite maximum of the others (or -inf, the NaN last)
+    when one of them is NaN. +inf is an ordinary value for ``max`` on every backend.
+    """
+    return jnp.where(jnp.isnan(x), jnp.inf, x)
+
+
 def _probs_excess(probs: jax.Array, rows: RowStats | None) -> jax.Array:
     p = jax.lax.stop_gradient(probs)
     dtype = compute_dtype(p.dtype)
     if p.ndim == 1:
-        p = p.astype(dtype)
+        p = _nan_to_inf(p.astype(dtype))  # before the elementwise maximum too
         return jnp.max(jnp.maximum(p - 1, -p)) - RANGE_ATOL
     rows = input_row_stats(p) if rows is None else rows
     # One number per row (the checked sum) covers the range too: a negative entry adds
     # 4 to it, and with none a row summing to 1 has no entry above 1 (the diagnosis still
-    # reports which rule broke).
-    return jnp.max(jnp.abs(rows.checked_sum - 1)) - simplex_tolerance(p.dtype)
+    # reports which rule broke). A row holding NaN sums to NaN (IEEE addition, no max
+    # involved), read as +inf before the max over the rows.
+    return jnp.max(_nan_to_inf(jnp.abs(rows.checked_sum - 1))) - simplex_tolerance(p.dtype)
 
 
 def _labels_high(labels: jax.Array) -> jax.Array:

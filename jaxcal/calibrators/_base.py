@@ -194,7 +194,12 @@ STALL_PATIENCE = 3
 
 
 def _max_abs(tree: Any) -> jax.Array:
-    return jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in jax.tree.leaves(tree)]))
+    # NaN read as +inf (a max may drop a NaN on XLA:CPU), so a NaN gradient is not finite.
+    def one(leaf):
+        a = jnp.abs(leaf)
+        return jnp.max(jnp.where(jnp.isnan(a), jnp.inf, a))
+
+    return jnp.max(jnp.stack([one(leaf) for leaf in jax.tree.leaves(tree)]))
 
 
 def minimize(

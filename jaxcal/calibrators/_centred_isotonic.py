@@ -76,4 +76,4 @@ def centred_isotonic(*, inputs: str = "probs") -> Calibrator:
       estimation for dose-response studies", Statistics in Biopharmaceutical Research
       9(3).
     """
-    return interpolating_calibrator(centred_isotonic_fit, inputs)
+    return interpolating_calibrator(centred_isotonic_fit, inputs, "centred_isotonic()")

@@ -99,7 +99,10 @@ class _State(NamedTuple):
 
 
 def _max_abs(v: jax.Array) -> jax.Array:
-    return jnp.max(jnp.abs(v), initial=0)
+    # NaN read as +inf: a max over 4096 or more float32 values may drop a NaN on XLA:CPU
+    # (jax 0.10.2), and a NaN gradient must fail the convergence test, not pass it.
+    a = jnp.abs(v)
+    return jnp.max(jnp.where(jnp.isnan(a), jnp.inf, a), initial=0)
 
 
 def _noise(f: jax.Array) -> jax.Array:

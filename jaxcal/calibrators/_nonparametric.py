@@ -193,9 +193,10 @@ def isotonic(*, inputs: str = "probs") -> Calibrator:
     return interpolating_calibrator(isotonic_fit, inputs)
 
 
-def interpolating_calibrator(fit_kernel, inputs: str) -> Calibrator:
+def interpolating_calibrator(fit_kernel, inputs: str, name: str = "isotonic()") -> Calibrator:
     """A binary calibrator whose fit returns IsotonicParams knots, applied by
-    ``isotonic_apply()`` (clipped linear interpolation)."""
+    ``isotonic_apply()`` (clipped linear interpolation); ``name`` is the factory call the
+    messages name (``"centred_isotonic()"``)."""
     check_option("inputs", inputs, BINARY_INPUTS)
 
     @jax.jit
@@ -206,8 +207,8 @@ def interpolating_calibrator(fit_kernel, inputs: str) -> Calibrator:
     def _apply(params, x):
         return isotonic_apply(params, x.astype(compute_dtype(x.dtype)), probs_of(x, inputs))
 
-    spec = ParamsSpec(IsotonicParams, lambda shape: {"size": ()}, "isotonic()")
-    fit = not_differentiable(_fit, "isotonic()")
+    spec = ParamsSpec(IsotonicParams, lambda shape: {"size": ()}, name)
+    fit = not_differentiable(_fit, name)
     return from_kernels(fit, _apply, inputs, binary=True, params=spec)
 
 

@@ -21,6 +21,7 @@ LIMITS = {
     "resamples": (2, 1_000_000),
     "folds": (2, 10_000),
     "seed": (0, 2**63 - 1),
+    "max_segments": (1, 1_000_000),
 }
 
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
@@ -28,7 +29,8 @@ PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 def _check_range(option: str, value: int, low: int, high: int) -> None:
     if not low <= value <= high:
-        raise InputError(f"--{option} must be an integer >= {low} and <= {high}; got {value}.")
+        flag = option.replace("_", "-")
+        raise InputError(f"--{flag} must be an integer >= {low} and <= {high}; got {value}.")
 
 
 def check_destination(path: Path, option: str) -> None:
@@ -58,6 +60,15 @@ def check_args(args: argparse.Namespace) -> None:
             if value == 1:
                 raise InputError("--resamples must be 0 (no intervals) or >= 2; got 1.")
             low = 0
+        if option == "resamples" and not streamed and value < low:
+            # Kept on purpose (E1): the in-memory report's ECE consistency test and its
+            # intervals are resampling; the streamed report has neither test nor a need.
+            raise InputError(
+                f"--resamples must be >= 2 for the in-memory report (its intervals and the "
+                f"ECE consistency test resample); got {value}. For a quick look use a few "
+                "(e.g. --resamples 20); 0 (no intervals) is for the streamed report "
+                "(--stream, or Parquet input)."
+            )
         _check_range(option, value, low, high)
     if args.demo == bool(args.files):
         raise InputError("give either FILE(s) or --demo.")

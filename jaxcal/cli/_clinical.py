@@ -82,12 +82,14 @@ def print_clinical(models, results, pct: int, num, format_p, table, out) -> None
             interval = "" if cell["low"] is None else f"[{num(cell['low'])}, {num(cell['high'])}]"
             row += [interval, num(cell["value"])]
         rows.append(row)
-    row = ["Hosmer-Lemeshow C (10 groups), p"]
-    for block in blocks:
+    table(rows, out)
+    # A test, not a measure with an interval: its own lines, not under the interval column.
+    for model, block in zip(models, blocks, strict=True):
         if not block:
-            row += ["", ""]
             continue
         hl = block["hosmer_lemeshow"]
-        row += [num(hl["statistic"]), format_p(hl["p_value"], hl["log10_p_value"])]
-    rows.append(row)
-    table(rows, out)
+        stat = hl["statistic"]
+        c = "inf" if stat is None or not math.isfinite(stat) else f"{stat:.4g}"
+        log10_p = hl["log10_p_value"]
+        p = format_p(hl["p_value"], -math.inf if log10_p is None else log10_p)
+        print(f"Hosmer-Lemeshow test (10 groups), {model.name}: C = {c}, p = {p}", file=out)

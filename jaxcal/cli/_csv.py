@@ -134,7 +134,10 @@ def _locate_ragged(path: Path, n_fields: int) -> bool:
 
 
 def read_text_column(path: Path, header: list[str], column: int) -> np.ndarray:
-    """One column's cells as strings (the ``--by`` segments), blank lines skipped."""
+    """One column's cells as strings (the ``--by`` segments), blank lines skipped.
+
+    Cells are taken as written (not stripped): ``' 1'`` and ``'1'`` are different values.
+    """
     with open(path, newline="", encoding=ENCODING) as f:
         rows = [row for row in csv.reader(f) if row and any(c.strip() for c in row)]
-    return np.array([row[column].strip() if column < len(row) else "" for row in rows[1:]])
+    return np.array([row[column] if column < len(row) else "" for row in rows[1:]])

@@ -64,6 +64,12 @@ def print_report(models: list[Model], results: list[dict], settings: dict, out) 
     labels["mce"] = "MCE (max gap)"
     labels.update({key: label for key, label, _ in DECOMPOSITION})
     labels.update(dict(CORP_ROWS))
+    if any(m.probs.ndim == 2 for m in models):
+        # Two quantities, two names (E7): the Brier score of the whole (N, K) rows, summed
+        # over the classes, and the CORP decomposition of the top-label confidence's.
+        labels["brier"] = "Brier score (sum over classes)"
+        labels["corp_brier"] = "top-label Brier, CORP decomposition"
+        labels["corp_log"] = "top-label log score, CORP decomposition"
     present = {key for r in results for key in r["metrics"]}
     rows = [["metric"] + [h for m in models for h in (f"{pct}% interval", m.name)]]
     for key in ROW_ORDER:
@@ -71,8 +77,9 @@ def print_report(models: list[Model], results: list[dict], settings: dict, out) 
             rows.append([labels[key], *_cells(results, key)])
     _table(rows, out)
     print(
-        "  Binned ECEs are biased upwards: for a well-calibrated model their interval can lie\n"
-        "  above the estimate (the debiased l2 ECE corrects for it); MCE has no interval.\n"
+        "  Binned ECEs and the CORP miscalibration (MCB) are biased upwards: for a well-\n"
+        "  calibrated model their interval can lie above the estimate (the debiased l2 ECE\n"
+        "  corrects for it); MCE has no interval.\n"
         "  CORP rows (Dimitriadis et al. 2021): the positive class (binary) or the top-label\n"
         "  confidence (multiclass) recalibrated by isotonic regression; S = MCB - DSC + UNC.",
         file=out,

@@ -179,8 +179,13 @@ def _check_columns(path: Path, names: list[str], values: np.ndarray, probs: bool
         )
 
 
-def load_csv(path: Path, *, probs_cols=None, logits_cols=None, labels_col=None) -> Model:
-    """A model from a ``.csv`` file with a header row (NumPy's parser)."""
+def load_csv(
+    path: Path, *, probs_cols=None, logits_cols=None, labels_col=None, exclude=()
+) -> Model:
+    """A model from a ``.csv`` file with a header row (NumPy's parser).
+
+    ``exclude``: columns that are not scores when none are named (the ``--by`` column).
+    """
     try:
         header = read_header(path)
     except CsvError as err:
@@ -190,7 +195,7 @@ def load_csv(path: Path, *, probs_cols=None, logits_cols=None, labels_col=None) 
     if spec:
         score_idx = _select(path, header, spec, "--logits" if logits_cols else "--probs")
     else:
-        score_idx = [i for i in range(len(header)) if i != y_idx]
+        score_idx = [i for i in range(len(header)) if i != y_idx and header[i] not in exclude]
     if y_idx in score_idx or not score_idx:
         raise InputError(f"{path}: the score columns must be other than the label column.")
     try:
@@ -231,6 +236,7 @@ def load(path: Path, args: argparse.Namespace) -> Model:
             probs_cols=args.probs or None,
             logits_cols=(args.logits or None) if logits_flag else None,
             labels_col=args.labels,
+            exclude=() if getattr(args, "by", None) is None else (args.by,),
         )
     raise InputError(f"{path}: unsupported file type {suffix!r}; use .npz, .npy, .csv or .parquet.")
 

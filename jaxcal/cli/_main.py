@@ -36,7 +36,8 @@ Input files (the format is decided by the extension):
   bounded memory, with a progress bar (needs pyarrow: ``pip install "jaxcal[parquet]"``).
   ``--labels COL`` and ``--probs COLS`` choose the columns as for ``.csv``. The streamed
   report has the binned metrics, the Brier decomposition, the log loss, the equal-mass
-  ECE and the CORP rows from a fine histogram (4096 buckets), with Poisson-bootstrap
+  ECE and (binary input) the CORP rows from a fine histogram (the smallest multiple of
+  ``--bins`` of at least 4096 buckets: 4110 at the default 15 bins), with Poisson-bootstrap
   intervals keyed by row number (``--resamples B``; 0 for none); no tests, ``--fit`` or
   ``--plot`` (they need every score in memory). Large files: ``--resamples 0`` is fastest.
 
@@ -54,15 +55,22 @@ the two real models shipped in ``jaxcal/data`` and turns ``--fit`` on (``--no-fi
 it off).
 
 Intervals are percentile bootstrap intervals (:func:`jaxcal.stats.bootstrap_ci`) over
-``--resamples`` resamples of the N samples (default 200; the same resamples for every
-metric, seed ``--seed``). All metrics, intervals and tests of a model are one compiled
-JAX computation, so a second model of the same shape costs no compilation.
+``--resamples`` resamples of the N samples (default 200, the same resamples for every
+metric, seed ``--seed``; at least 2: the intervals and the ECE consistency test resample,
+so ``--resamples 0`` is for the streamed report only). All metrics, intervals and tests
+of a model are one compiled JAX computation, so a second model of the same shape costs no
+compilation.
 
 ``--by COLUMN`` adds calibration within segments: the distinct values of a ``.csv``
-column (any text) or of an ``.npz`` key split the samples; each segment gets the Kuiper
-test of its cumulative differences (:func:`jaxcal.stats.multicalibration_error`, one sort
-for all), listed by Holm-adjusted p-value, with the family-wise p-value; the JSON gains a
-``"segments"`` entry per model (schema in ``jaxcal/cli/_segments.py``).
+column (any text; with a ``.csv`` it is not a score column) or of an ``.npz`` key split
+the samples; a column of non-integer numbers with more than 20 distinct values (a score,
+an income) is cut into 10 equal-count bins instead. Each segment gets the Kuiper test of
+its cumulative differences (:func:`jaxcal.stats.multicalibration_error`, one sort for
+all); a segment of fewer than 10 rows, or of events too rare for the test's Brownian
+approximation, is excluded (listed, not tested). The table lists the tested segments by
+Holm-adjusted p-value, then the excluded ones, at most ``--max-segments`` rows (default
+20), with the family-wise p-value; the JSON gains a ``"segments"`` entry per model with
+every segment (schema in ``jaxcal/cli/_segments.py``).
 
 Probabilities rounded on export (rows that miss 1 by more than the tolerance) are
 refused; ``--renormalize`` divides each row by its sum first (the metrics'
@@ -124,7 +132,8 @@ by the program, the versions and the machine; deleting the folder is always safe
 
 Errors in the input (missing keys, wrong shapes, pickles, non-numeric CSV cells, NaN,
 labels out of range, ...) and arguments out of range (``--bins`` in [1, 10**6],
-``--resamples`` in [2, 10**6], ``--folds`` in [2, 10**4], ``--seed`` in [0, 2**63)) or
+``--resamples`` in [2, 10**6] (streamed: 0 or [2, 10**6]), ``--folds`` in [2, 10**4],
+``--seed`` in [0, 2**63), ``--max-segments`` in [1, 10**6]) or
 destinations that cannot be written are one line on stderr and exit code 2, never a
 traceback, found before any computation.
 """
@@ -218,6 +227,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="COLUMN",
         help="also test calibration within the segments of a .csv column or .npz key "
         "(Holm-adjusted Kuiper tests, one per distinct value)",
+    )
+    rep.add_argument(
+        "--max-segments",
+        type=int,
+        default=20,
+        metavar="M",
+        help="rows of the --by table (default 20; the JSON has every segment)",
     )
     rep.add_argument("--json", metavar="OUT", help="write every number as JSON ('-': stdout)")
     rep.add_argument(
@@ -340,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print()
         else:
             print_report(models, results, settings, sys.stdout)
-            print_segments(models, results, sys.stdout, format_p, _table)
+            print_segments(models, results, sys.stdout, format_p, _table, args.max_segments)
         if args.json not in (None, "-"):
             try:
                 with open(args.json, "w", encoding="utf-8") as f:

@@ -166,6 +166,8 @@ def parquet_stream(path: Path, args: argparse.Namespace) -> Stream:
         rows = data.count_rows()
     except (OSError, ValueError) as err:
         raise InputError(f"{path}: cannot read as Parquet ({err}).") from err
+    if getattr(data, "files", None) == []:
+        raise InputError(f"{path}: no Parquet file (.parquet) in this folder.")
     probs, labels = _columns(path, names, args)
     return Stream(
         rows,
@@ -302,9 +304,19 @@ def _print(models: list[dict], settings: dict, out, kinds: str) -> None:
     bounds = ", ".join(_num(m["ece_quantile_bound"]) for m in models)
     print(
         f"  * equal-mass bins from {settings['resolution']} buckets: within {bounds} of the "
-        "exact equal-mass ECE.\n"
-        "  CORP rows: isotonic recalibration over the buckets (binary). The tests of "
-        "calibration need\n  every score in memory: run jaxcal report without --stream (on an "
-        ".npz sample) for them.",
+        "exact equal-mass ECE.",
+        file=out,
+    )
+    if any(m["binary"] for m in models):
+        print("  CORP rows: isotonic recalibration over the buckets (binary models).", file=out)
+    if not all(m["binary"] for m in models):
+        print(
+            "  Multiclass input has no CORP rows in a streamed report (the top-label "
+            "confidence's CORP\n  needs every score: the in-memory report has them).",
+            file=out,
+        )
+    print(
+        "  The tests of calibration need every score in memory: report an in-memory sample "
+        "of the\n  predictions (.npz or .csv, without --stream) for them.",
         file=out,
     )

@@ -68,6 +68,24 @@ def _host_checks(probs: np.ndarray, labels: np.ndarray, renormalize: bool) -> No
         check_simplex_rows("probs", probs, summary[3])
 
 
+#: The library's advice, in the command line's words (C6).
+_ADVICE = (
+    ("pass renormalize=True to divide each row by its sum", "pass --renormalize to divide "
+     "each row by its sum"),
+    ("for logits apply jax.nn.softmax first", "for logits give --logits (.npz key or .csv "
+     "columns) instead of --probs"),
+    ("(renormalize=True)", "(--renormalize)"),
+)  # fmt: skip
+
+
+def for_the_command_line(message: str) -> str:
+    """A library message with its Python advice (``renormalize=True``, ``jax.nn.softmax``)
+    replaced by the options of ``jaxcal report``."""
+    for python, flag in _ADVICE:
+        message = message.replace(python, flag)
+    return message
+
+
 def validate(model: Model, *, renormalize: bool = False) -> Model:
     """Value checks (shapes, NaN, range, simplex, labels) as InputError; labels as int32.
 
@@ -81,7 +99,7 @@ def validate(model: Model, *, renormalize: bool = False) -> Model:
             model.probs, model.labels, values=renormalize, renormalize=renormalize
         )
     except ValueError as err:
-        raise InputError(f"{model.source}: {err}") from err
+        raise InputError(f"{model.source}: {for_the_command_line(str(err))}") from err
     if probs.ndim == 2 and probs.shape[1] < 2:
         raise InputError(
             f"{model.source}: `probs` needs at least 2 class columns; got {probs.shape}."

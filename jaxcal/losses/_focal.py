@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._core.checks import as_float, values_checkable
+from jaxcal._core.checks import as_float, check_unit_interval, values_checkable
 from jaxcal._core.numerics import upcast, weighted_mean
 from jaxcal.losses._inputs import check_logits_labels, mask_padding_logits, true_class_log_prob
 
@@ -41,6 +41,10 @@ def flsd53_gamma(probs_true: Any) -> jax.Array:
     Returns:
       Array of the shape of ``probs_true``, in its (at least float32) dtype.
 
+    Raises:
+      ValueError: concrete ``probs_true`` with NaN, inf or values outside [0, 1]
+        (skipped under ``jit``, where :func:`~jaxcal.losses.focal_loss` calls it).
+
     Example:
       >>> import jax.numpy as jnp
       >>> flsd53_gamma(jnp.array([0.05, 0.2, 0.9])).tolist()
@@ -50,7 +54,9 @@ def flsd53_gamma(probs_true: Any) -> jax.Array:
       Mukhoti, Kulharia, Sanyal, Golodetz, Torr & Dokania (2020), "Calibrating Deep
       Neural Networks using Focal Loss", NeurIPS, Section 5.
     """
-    p = upcast(as_float(probs_true, "probs_true"))
+    p = as_float(probs_true, "probs_true")
+    check_unit_interval("probs_true", p)  # concrete values only; skipped under jit
+    p = upcast(p)
     low, high = FLSD53_GAMMAS
     return jnp.where(p < FLSD53_THRESHOLD, low, high).astype(p.dtype)
 

@@ -50,14 +50,15 @@ from jaxcal._core.binning import (
     uniform_bin_index,
     uniform_edges,
 )
-from jaxcal._core.groups import check_groups, segmented_cumsum
+from jaxcal._core.groups import check_groups, reject_lone_n_groups, segmented_cumsum
 from jaxcal._core.numerics import blocked_segment_sum, compute_dtype, rows_per_block, tree_sum
 from jaxcal._core.sort import argsort, float_from_bits, monotone_bits, segment_argsort, segment_sort
 
 
 def check_binned_groups(groups: Any, n: int, n_groups: int | None):
     """``check_groups()`` for the binned metrics and the scores."""
-    if groups is None:  # n_groups alone is ignored, as by the tests' ``groups=``
+    reject_lone_n_groups(groups, n_groups)
+    if groups is None:
         return None, None
     return check_groups(groups, n, n_groups)
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax
+import numpy as np
 
 from jaxcal.stats._resampling.consistency import check_key
 
@@ -71,3 +72,27 @@ def hist_axes(ax, show_histogram: bool):
             state["hist_ax"] = hist_ax
         AXES_STATE[ax] = state
     return state
+
+
+#: Bin counts spanning at least this ratio (two decades) are drawn on a log axis.
+LOG_COUNT_RATIO = 100.0
+
+
+def set_count_scale(state: dict, counts: Any) -> None:
+    """The count axis of the histogram beneath a diagram, for every model drawn so far.
+
+    Linear from 0 (a bin of 235 must not look empty next to one of 305, as it did on a
+    log axis from 2.35e2, finding E2), unless the positive counts span two decades or
+    more (``LOG_COUNT_RATIO``): then logarithmic, and the axis label says so.
+    """
+    hist_ax = state["hist_ax"]
+    seen = state.setdefault("counts", [])
+    seen.extend(float(c) for c in np.ravel(np.asarray(counts, dtype=np.float64)) if c > 0)
+    if seen and max(seen) / min(seen) >= LOG_COUNT_RATIO:
+        hist_ax.set_yscale("log")
+        hist_ax.set_ylabel("count (log scale)")
+        hist_ax.set_ylim(bottom=min(seen) / 2, top=max(seen) * 2)
+    else:
+        hist_ax.set_yscale("linear")
+        hist_ax.set_ylabel("count")
+        hist_ax.set_ylim(bottom=0, top=1.05 * max(seen, default=1.0))

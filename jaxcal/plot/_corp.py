@@ -11,7 +11,15 @@ from jaxcal._core.checks import check_option, check_positive_int
 from jaxcal.metrics._corp import corp_curve
 from jaxcal.metrics._corp_decomposition import SCORES, score_decomposition
 from jaxcal.metrics._corp_murphy import murphy_diagram as murphy_values
-from jaxcal.plot._axes import AXES_STATE, as_key, hist_axes, named_models, next_model, pyplot
+from jaxcal.plot._axes import (
+    AXES_STATE,
+    as_key,
+    hist_axes,
+    named_models,
+    next_model,
+    pyplot,
+    set_count_scale,
+)
 from jaxcal.plot._reliability import ReliabilityDiagram
 from jaxcal.stats._resampling.corp import BAND_KINDS, corp_bands
 
@@ -28,7 +36,15 @@ def _draw_corp(ax, state, name, probs, labels, weights, *, bands, score, options
     x, c = _host(curve.forecasts, n), _host(curve.calibrated, n)
     color, first = next_model(state)
     if first:
-        ax.plot([0, 1], [0, 1], ls="--", color="0.5", lw=1, gid="jaxcal-diagonal")
+        ax.plot(
+            [0, 1],
+            [0, 1],
+            ls="--",
+            color="0.5",
+            lw=1,
+            gid="jaxcal-diagonal",
+            label="perfectly calibrated",
+        )
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.set_ylabel("CORP calibrated probability (PAV)")
@@ -36,8 +52,17 @@ def _draw_corp(ax, state, name, probs, labels, weights, *, bands, score, options
         ax.grid(True, alpha=0.3)
     if bands is not None:
         b = corp_bands(probs, labels, kind=bands, weights=weights, **options)
+        what = "band of a calibrated model" if bands == "consistency" else "confidence band"
+        level = round(100 * options["confidence"])
         ax.fill_between(
-            x, _host(b.low, n), _host(b.high, n), color=color, alpha=0.2, lw=0, gid="jaxcal-band"
+            x,
+            _host(b.low, n),
+            _host(b.high, n),
+            color=color,
+            alpha=0.2,
+            lw=0,
+            gid="jaxcal-band",
+            label=f"{'' if name is None else name + ': '}{level}% {what}",
         )
     d = score_decomposition(probs, labels, score=score, reduction="top_label", weights=weights)
     text = (
@@ -56,13 +81,13 @@ def _draw_corp(ax, state, name, probs, labels, weights, *, bands, score, options
     hist_ax = state["hist_ax"]
     if hist_ax is not None:
         counts = np.asarray(curve.counts)[:n]
+        binned, _ = np.histogram(x, bins=50, range=(0, 1), weights=counts)
         hist_ax.hist(
             x, bins=50, range=(0, 1), weights=counts, color=color, alpha=0.3, gid="jaxcal-counts"
         )
+        set_count_scale(state, binned)
         if first:
-            hist_ax.set_yscale("log")
             hist_ax.set_xlabel("forecast")
-            hist_ax.set_ylabel("count")
             ax.tick_params(labelbottom=False)
     elif first:
         ax.set_xlabel("forecast")

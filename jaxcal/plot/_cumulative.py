@@ -34,7 +34,10 @@ def _score_axis(ax, scores: np.ndarray, abscissa: np.ndarray, n_ticks: int) -> N
         k = int(np.searchsorted(scores, v, side="right"))  # samples with score <= v
         if 0 < k < len(scores):
             pos = float(where[k - 1])
-            if not ticks or pos - ticks[-1][0] >= 0.06:
+            # Room for both labels ("0.6" and "0.999" overlapped 0.06 apart, finding E3):
+            # about 0.025 of the axis per character, in the small font.
+            room = 0.025 * max(len(f"{v:g}"), len(f"{ticks[-1][1]:g}")) if ticks else 0
+            if not ticks or pos - ticks[-1][0] >= max(room, 0.06):
                 ticks.append((pos, v))
     if len(ticks) > n_ticks:
         step = math.ceil(len(ticks) / n_ticks)
@@ -62,8 +65,8 @@ def cumulative_differences_plot(
     of scale sigma (sqrt(sum s(1 - s)) / N); miscalibration on a range of scores is a
     *slope* over that range (the slope is the average gap acc - conf there). The
     triangle at the origin has height 4 sigma (+-2 sigma), as in Tygert's plots: a path
-    that ends beyond it is unusual for a calibrated model. The legend gives the
-    Kolmogorov-Smirnov and Kuiper p-values (:func:`jaxcal.calibration_tests`; tiny
+    that ends beyond it is unusual for a calibrated model (the legend names it, and the
+    dashed zero line). The legend gives the Kolmogorov-Smirnov and Kuiper p-values (:func:`jaxcal.calibration_tests`; tiny
     values from the log survival functions, never a bare 0). The top axis shows the
     scores at those fractions of the data (first model).
 
@@ -125,7 +128,7 @@ def cumulative_differences_plot(
             label=text if name is None else f"{name}: {text}",
         )
         if first:
-            ax.axhline(0, color="0.5", lw=0.8, ls="--")
+            ax.axhline(0, color="0.5", lw=0.8, ls="--", label="perfectly calibrated (C = 0)")
             ax.set_xlim(0, 1)
             ax.set_xlabel("k / N (samples sorted by score)")
             ax.set_ylabel("cumulative difference $C_k$ (labels − scores)")
@@ -138,6 +141,7 @@ def cumulative_differences_plot(
                     alpha=0.8,
                     lw=0,
                     gid="jaxcal-triangle",
+                    label=f"±2σ of C_N under calibration (σ = {sigma:.3g})",
                 )
             if n_score_ticks:
                 _score_axis(ax, np.asarray(path.scores, dtype=np.float64), x, n_score_ticks)

@@ -10,7 +10,7 @@ import numpy as np
 
 from jaxcal._core.binning import check_binning
 from jaxcal._core.checks import check_option, check_positive_float, check_positive_int
-from jaxcal.plot._axes import as_key, hist_axes, named_models, next_model, pyplot
+from jaxcal.plot._axes import as_key, hist_axes, named_models, next_model, pyplot, set_count_scale
 from jaxcal.plot._bins import KINDS, BinSummary, Panel, bin_summary, binary_panels
 from jaxcal.stats._resampling.intervals import INTERVAL_METHODS
 
@@ -54,7 +54,9 @@ def _logit_floor(summaries: list[BinSummary]) -> float:
     return float(np.clip(min(inner.min(), 1 - inner.max()) / 2, 1e-6, 0.05))
 
 
-def _draw_panel(ax, state, panel: Panel, summary: BinSummary, name, *, bands, intervals):
+def _draw_panel(
+    ax, state, panel: Panel, summary: BinSummary, name, *, bands, intervals, confidence
+):
     color, first = next_model(state)
     hist_ax = state["hist_ax"]
     floor = state.get("logit_floor")
@@ -92,6 +94,8 @@ def _draw_panel(ax, state, panel: Panel, summary: BinSummary, name, *, bands, in
             alpha=0.18,
             lw=0,
             gid="jaxcal-band",
+            label=f"{'' if name is None else name + ': '}{round(100 * confidence)}% band of a "
+            "calibrated model",
         )
     text = f"ECE = {summary.ece:.4f}"
     legend = text if name is None else f"{name} ({text})"
@@ -111,10 +115,9 @@ def _draw_panel(ax, state, panel: Panel, summary: BinSummary, name, *, bands, in
             summary.counts, edges, color=color, fill=True, alpha=0.25, gid="jaxcal-counts"
         )
         hist_ax.stairs(summary.counts, edges, color=color, lw=1)
+        set_count_scale(state, summary.counts)
         if first:
-            hist_ax.set_yscale("log")
             hist_ax.set_xlabel(panel.xlabel)
-            hist_ax.set_ylabel("count")
             ax.tick_params(labelbottom=False)
     elif first:
         ax.set_xlabel(panel.xlabel)
@@ -154,8 +157,9 @@ def reliability_diagram(
     ``ax=`` the ``ax`` of the first result (the labels may then differ); each model gets
     the next colour of the cycle, its own markers, band and histogram outline. With
     ``kind="classwise"`` a new figure holds a grid of K panels (five per row). The
-    histogram's count axis is logarithmic; on a logit axis, frequencies of exactly 0 or 1
-    are drawn at the edge of the plot.
+    histogram's count axis is linear from 0, logarithmic (and labelled so) only when the
+    counts span two decades or more; every mark is in the legend; on a logit axis,
+    frequencies of exactly 0 or 1 are drawn at the edge of the plot.
 
     Args:
       probs: ``(N,)`` positive-class probabilities, ``(N, K)`` rows on the simplex, or a
@@ -255,7 +259,9 @@ def reliability_diagram(
         if logit_axis and state["n_models"] == 0:
             state["logit_floor"] = _logit_floor([d[3] for d in drawn if d[1] is state])
     for a, state, panel, summary, name in drawn:
-        _draw_panel(a, state, panel, summary, name, bands=bands, intervals=intervals)
+        _draw_panel(
+            a, state, panel, summary, name, bands=bands, intervals=intervals, confidence=confidence
+        )
     hist = [s["hist_ax"] for s in states]
     if n_panel == 1:
         return ReliabilityDiagram(fig, axes[0], hist[0])

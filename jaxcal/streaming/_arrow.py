@@ -147,6 +147,38 @@ def _layout_of(table, overrides: dict) -> dict:
     return layout
 
 
+#: Slack of a bucket's range in ``_check_buckets()``: the edges k/R are rounded to the
+#: input's dtype when the state is built (bfloat16: 2**-8 relative), plus round-off.
+_EDGE_SLACK = 2.0**-8
+
+
+def _check_buckets(weight, sum_score, bucket, cells, cls, layout, r) -> None:
+    """Each row's mean score must lie in its bucket ``[j/R, (j+1)/R]`` of this layout.
+
+    The layout lives only in the schema metadata, and ``pyarrow.concat_tables`` keeps the
+    first table's: tables of different layouts concatenated would be read in the first
+    one's, bucket j of 8 (scores in (j/8, (j+1)/8]) as bucket j of 4096 (finding A6). A
+    row's mean score places it: a table mixing layouts has rows far outside their bucket.
+    """
+    live = weight > 0
+    mean = np.where(live, sum_score / np.where(live, weight, 1), 0)
+    low = bucket / r * (1 - _EDGE_SLACK) - 1e-6
+    high = (bucket + 1) / r * (1 + _EDGE_SLACK) + 1e-6
+    bad = live & ((mean < low) | (mean > high))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"`table` row {i} ({cells[i]!r}, class {int(cls[i])}, bucket {int(bucket[i])}) has "
+            f"mean score {mean[i]:.6g}, outside its bucket [{bucket[i] / r:.6g}, "
+            f"{(bucket[i] + 1) / r:.6g}] of the layout read (n_bins={layout['n_bins']}, "
+            f"resolution={r}): the table mixes states of different layouts (e.g. "
+            "pyarrow.concat_tables of tables with other n_bins or resolution, whose metadata "
+            "is the first table's), or the layout keywords are wrong. Convert each table with "
+            "from_arrow and combine the states with streaming.merge (it says which layouts "
+            "differ)."
+        )
+
+
 def from_arrow(
     table: Any,
     *,
@@ -160,7 +192,10 @@ def from_arrow(
     """A state from a table of schema ``jaxcal.state/1`` (module docstring).
 
     Rows of the same cell add up (a table of partial sums, e.g. the concatenation of
-    several engines' outputs, is their merge). The layout comes from the table's schema
+    several engines' outputs, is their merge). Each row's mean score ``sum_score /
+    weight`` must lie in its bucket of the layout (within the rounding of the edges), so a
+    concatenation of tables of different layouts, which keeps the first table's metadata,
+    is refused rather than read in the wrong layout. The layout comes from the table's schema
     metadata; the keywords supply it for a table an engine made (``n_bins`` and
     ``num_classes`` at least; ``resolution`` defaults to ``n_bins``, ``closed`` to
     ``"right"``, ``binary`` to False), or override it.
@@ -217,6 +252,7 @@ def from_arrow(
             f"`table` row {i} is outside the layout (cells 'class'/'top', class in [0, {k}), "
             f"bucket in [0, {r})): got {(cells[i], int(cls[i]), int(bucket[i]))}."
         )
+    _check_buckets(column("weight"), column("sum_score"), bucket, cells, cls, layout, r)
     counts = np.zeros((2, k, r), np.int64)
     sums = np.zeros((2, 6, k, r))
     which = (cells == "top").astype(np.int64)

@@ -80,8 +80,13 @@ def stream_state(
     progress: Callable[[int, int], None] | None,
     total: int,
     replicates: str = "states",
+    probs_name: str = "`probs`",
+    labels_name: str = "`labels`",
 ) -> ParquetStates:
-    """Add every batch (each of exactly ``batch_rows`` rows) to a new state and replicates."""
+    """Add every batch (each of exactly ``batch_rows`` rows) to a new state and replicates.
+
+    ``probs_name``, ``labels_name``: how messages name the inputs (Parquet columns).
+    """
     check_option("replicates", replicates, tuple(REPLICATE_KINDS))
     if n_replicates and key is None:
         raise ValueError("`key` is required with `n_replicates` (the bootstrap's key).")
@@ -91,14 +96,20 @@ def stream_state(
     reps = reps_init(n_bins, num_classes, n_replicates, **options) if n_replicates else None
     rows = 0
     for p, y, weights, valid in batches:
-        p = p.astype(np.float32)
-        y = y.astype(np.int32)
+        p = _numbers(p, probs_name, rows).astype(np.float32)
+        y = integer_labels(y, labels_name, rows)
         # Weights always (ones, zero on the padding): every batch is one compiled variant,
         # where weights only on the padded last batch would compile a second one (~2 s).
         w = (np.arange(batch_rows) < valid).astype(np.float32)
         if weights is not None:
-            w = w * weights.astype(np.float32)
-        state = update(state, p, y, w)
+            w = w * _numbers(weights, "weights", rows).astype(np.float32)
+        try:
+            state = update(state, p, y, w)
+        except ValueError as err:  # the index in the message is the batch's
+            raise ValueError(
+                f"{str(err).rstrip('.')} (in the batch of rows {rows:,} to "
+                f"{rows + valid - 1:,} of the input, counted from 0; the index is within it)."
+            ) from err
         if reps is not None:
             ids = np.arange(first_id + rows, first_id + rows + batch_rows, dtype=np.int64)
             reps = reps_update(reps, p, y, _id_words(ids), key=key, weights=w)
@@ -106,6 +117,43 @@ def stream_state(
         if progress:
             progress(rows, total)
     return ParquetStates(state, reps, rows)
+
+
+def _numbers(values: np.ndarray, name: str, start: int) -> np.ndarray:
+    """``values`` as a numeric array, or a ValueError naming ``name`` (text, lists)."""
+    values = np.asarray(values)
+    if values.dtype.kind in "biuf":
+        return values
+    kind = {"U": "text", "S": "bytes", "O": "Python objects (lists, text or None)"}.get(
+        values.dtype.kind, f"dtype {values.dtype}"
+    )
+    raise ValueError(
+        f"{name} must hold numbers; got {kind} (first value {values.flat[0]!r}, rows from "
+        f"{start:,}). Give one numeric column per class."
+    )
+
+
+def integer_labels(y: np.ndarray, name: str = "`labels`", start: int = 0) -> np.ndarray:
+    """Labels as int32: integers and bools as they are; floats only when they hold whole
+    numbers (a column of soft labels or of probabilities mistaken for labels is an error,
+    never truncated to 0/1, the check ``jaxcal.ece`` makes); ``name`` is what the message
+    names (a Parquet column), ``start`` the row number of ``y[0]`` in the input."""
+    y = _numbers(y, name, start)
+    if y.dtype.kind == "f":
+        bad = ~np.isfinite(y) | (y != np.round(y))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(
+                f"{name} must hold integer labels; got {float(y[i])!r} at row {start + i:,} (soft or "
+                "fractional labels are not truncated: round them, or pick the label column)."
+            )
+    elif (
+        y.dtype.kind in "iu"
+        and y.size
+        and (y.min() < np.iinfo(np.int32).min or y.max() > np.iinfo(np.int32).max)
+    ):
+        raise ValueError(f"{name} must hold labels in [0, K); got {y.min()} to {y.max()}.")
+    return y.astype(np.int32)
 
 
 def _id_words(ids: np.ndarray) -> np.ndarray:
@@ -196,8 +244,10 @@ def array_state(
       :class:`~jaxcal.streaming.ParquetStates` ``(state, replicates, rows)``; ``rows`` is N.
 
     Raises:
-      ValueError: mismatched or wrong shapes, or (per batch, as :func:`~jaxcal.streaming.update`) values
-        outside the valid range.
+      ValueError: mismatched or wrong shapes; float labels that are not whole numbers
+        (never truncated: ``jaxcal.ece`` refuses them too); or, in any batch, first or
+        later, what :func:`~jaxcal.streaming.update` refuses (NaN, values outside the
+        valid range), with the rows of that batch.
 
     Example:
       >>> import numpy as np

@@ -64,6 +64,7 @@ def fixed_batches(
             continue
         for c in columns:
             if batch.column(c).null_count:
+                _missing_in_a_file(data, c)
                 raise ValueError(f"column {c!r} has missing values (nulls); drop or fill them.")
         pending.append({c: batch.column(c).to_numpy(zero_copy_only=False) for c in columns})
         held += batch.num_rows
@@ -76,6 +77,41 @@ def fixed_batches(
     if held:
         joined = {c: np.concatenate([p[c] for p in pending]) for c in columns}
         yield {c: pad_rows(v, batch_rows) for c, v in joined.items()}, held
+
+
+def _missing_in_a_file(data: Any, column: str) -> None:
+    """Raise naming the file of a dataset that lacks ``column``: reading a folder unifies
+    the files' schemas, so such a file reads as nulls (the check runs only on nulls)."""
+    for fragment in data.get_fragments():
+        names = fragment.physical_schema.names
+        if column not in names:
+            raise ValueError(f"no column [{column!r}] in {fragment.path}; columns: {names}.")
+
+
+def _check_types(data: Any, prob_cols: Sequence[str], labels: str, weights: str | None) -> None:
+    """Numeric probability and weight columns, numeric or bool labels, named when not."""
+    import pyarrow as pa
+
+    def numeric(t) -> bool:
+        return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+    for c in [*prob_cols, *([weights] if weights else [])]:
+        t = data.schema.field(c).type
+        if not numeric(t):
+            extra = (
+                " (one list per row): give one column per class instead, in class order"
+                if pa.types.is_list(t)
+                or pa.types.is_large_list(t)
+                or pa.types.is_fixed_size_list(t)
+                else ""
+            )
+            raise ValueError(f"column {c!r} must hold numbers; got {t}{extra}.")
+    t = data.schema.field(labels).type
+    if not (numeric(t) or pa.types.is_boolean(t)):
+        raise ValueError(
+            f"column {labels!r} must hold integer (or bool) labels; got {t}. Map text labels "
+            "to 0..K-1 first (e.g. 'no' -> 0, 'yes' -> 1)."
+        )
 
 
 def parquet_state(
@@ -116,6 +152,14 @@ def parquet_state(
     Returns:
       :class:`~jaxcal.streaming.ParquetStates` ``(state, replicates, rows)``.
 
+    Raises:
+      ValueError: no Parquet file in ``source``; a column missing (from the dataset, or
+        from one of its files, named); a probability or weight column that does not hold
+        numbers (text, lists); text labels; float labels that are not whole numbers
+        (never truncated); and in any batch, first or later, what
+        :func:`~jaxcal.streaming.update` refuses (NaN, values outside [0, 1], labels
+        outside [0, K)), with the rows of that batch.
+
     Example:
       >>> import tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
       >>> from jaxcal import streaming
@@ -127,11 +171,14 @@ def parquet_state(
       (4, 0.2)
     """
     data = dataset(source)
+    if getattr(data, "files", None) == []:
+        raise ValueError(f"no Parquet file in {source}.")
     prob_cols = _column_names(probs)
     columns = [*prob_cols, labels] + ([weights] if weights else [])
     missing = [c for c in columns if c not in data.schema.names]
     if missing:
         raise ValueError(f"no column {missing} in {source}; columns: {data.schema.names}.")
+    _check_types(data, prob_cols, labels, weights)
     binary = len(prob_cols) == 1
 
     def batches() -> Iterator[Batch]:
@@ -153,4 +200,6 @@ def parquet_state(
         progress=progress,
         total=data.count_rows() if progress else 0,
         replicates=replicates,
+        probs_name=f"column {prob_cols[0]!r}" if binary else f"columns {list(prob_cols)}",
+        labels_name=f"column {labels!r}",
     )

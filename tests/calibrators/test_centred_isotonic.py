@@ -81,3 +81,14 @@ def test_apply_grad_is_the_slope_between_knots():
         params = CAL.fit(s, y)
         t = jnp.asarray(rng.random(10) * 0.8 + 0.1)
         jax.test_util.check_grads(lambda t: CAL.apply(params, t), (t,), order=1, modes=["rev"])
+
+
+def test_not_differentiable_names_centred_isotonic():
+    """C5: the message named isotonic()."""
+    import pytest
+
+    cal = centred_isotonic()
+    with pytest.raises(ValueError, match=r"`centred_isotonic\(\)\.fit` is not differentiable"):
+        jax.grad(lambda s: jnp.sum(cal.apply(cal.fit(s, jnp.array([0, 1, 1])), s)))(
+            jnp.array([0.2, 0.5, 0.7])
+        )

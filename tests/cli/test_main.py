@@ -26,6 +26,11 @@ def test_demo_prints_the_metrics_table(capsys):
         "log loss",
     ):
         assert row in out
+    # E7: two different quantities were both named "Brier" (the sum over classes and
+    # the top-label confidence's CORP score); the CORP MCB's bias was not footnoted.
+    assert "Brier score (sum over classes)" in out
+    assert "top-label Brier, CORP decomposition" in out
+    assert "CORP miscalibration (MCB) are biased upwards" in out
 
 
 def test_console_script_entry_point():

@@ -112,3 +112,79 @@ def test_parquet_errors_are_one_line(tmp_path, capsys):
         assert message in err and "Traceback" not in err, (extra, err)
     assert main(["report", str(holes), "--quiet"]) == 2
     assert "column 'p' has missing values" in capsys.readouterr().err
+
+
+def _error(argv, capsys) -> str:
+    """Run the report; it must fail with one line on stderr and exit code 2."""
+    assert main(["report", *argv, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("jaxcal: error: ") and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("rows", [200, 5000])  # batches of 1024 and of 8192 rows
+def test_a_nan_in_any_row_exits_2_on_every_run(tmp_path, capsys, rows):
+    """A1: the streamed report of a file with a NaN at row 70,000 exited 0 and printed '-'
+    for ECE (after any earlier streamed call of that batch shape): Parquet input and
+    ``--stream`` of an ``.npz``, the NaN in the first, a middle and the last row."""
+    rng = np.random.default_rng(rows)
+    p = rng.random(rows).astype(np.float32)
+    y = (rng.random(rows) < p).astype(np.int32)
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"score": p, "target": y}), good)
+    np.savez(tmp_path / "good.npz", probs=p, labels=y)
+    argv = ["--bins", "10", "--resamples", "0"]
+    for row in (0, rows // 2, rows - 1):
+        q = p.copy()
+        q[row] = np.nan
+        bad = tmp_path / f"nan_{row}.parquet"
+        pq.write_table(pa.table({"score": q, "target": y}), bad)
+        np.savez(tmp_path / f"nan_{row}.npz", probs=q, labels=y)
+        for source, extra in (("parquet", []), ("npz", ["--stream"])):
+            # A clean run of the same shapes first: the bad one reads the kernel's summary.
+            assert main(["report", str(good.with_suffix(f".{source}")), *argv, *extra]) == 0
+            capsys.readouterr()
+            err = _error([str(tmp_path / f"nan_{row}.{source}"), *argv, *extra], capsys)
+            assert "must be finite; got nan" in err, (row, source, err)
+
+
+def test_parquet_inputs_the_report_cannot_read_name_the_column(tmp_path, capsys):
+    """A2, C2-C4: soft labels read as 0, text labels, a list column, a file without the
+    column in a folder (read as nulls), an empty folder."""
+    _, p, y = binary()
+    soft = tmp_path / "soft.parquet"
+    pq.write_table(pa.table({"score": p, "target": np.clip(p + 0.05, 0, 1)}), soft)
+    assert "column 'target' must hold integer labels" in _error([str(soft)], capsys)
+    text = tmp_path / "text.parquet"
+    pq.write_table(pa.table({"score": p, "label": np.where(y == 1, "yes", "no")}), text)
+    assert "column 'label' must hold integer (or bool) labels; got string" in _error(
+        [str(text)], capsys
+    )
+    lists = tmp_path / "lists.parquet"
+    pq.write_table(pa.table({"p": [[a, 1 - a] for a in p], "label": y}), lists)
+    assert "column 'p' must hold numbers; got list" in _error([str(lists)], capsys)
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    pq.write_table(pa.table({"p": p, "label": y}), mixed / "a.parquet")
+    pq.write_table(pa.table({"q": p, "label": y}), mixed / "b.parquet")
+    err = _error([str(mixed), "--probs", "p"], capsys)
+    assert "no column ['p'] in" in err and "b.parquet" in err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "no Parquet file" in _error([str(empty)], capsys)
+
+
+def test_streamed_footnotes_say_what_the_report_holds(tmp_path, capsys):
+    """C7, D4, D5: the footnote told a Parquet user to drop a --stream never given, and a
+    multiclass report of "CORP rows (binary)" it did not have; --help said 4096 buckets."""
+    _, p, y = multiclass()
+    path = tmp_path / "multi.parquet"
+    pq.write_table(pa.table({f"p_{k}": p[:, k] for k in range(K)} | {"y": y}), path)
+    assert main(["report", str(path), "--labels", "y", "--resamples", "0", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "without --stream (on an .npz sample)" not in out
+    assert "CORP rows: isotonic" not in out and "Multiclass input has no CORP rows" in out
+    from jaxcal.cli import _main
+
+    assert "fine histogram (4096 buckets)" not in _main.__doc__
+    assert "4110 at the default 15 bins" in _main.__doc__

@@ -60,7 +60,9 @@ def good(tmp_path):
     [
         (["--seed", str(2**63)], "--seed must be an integer >= 0 and <= 9223372036854775807"),
         (["--seed", "-1"], "--seed must be an integer >= 0"),
-        (["--resamples", "1"], "--resamples must be an integer >= 2"),
+        (["--resamples", "1"], "--resamples must be >= 2 for the in-memory report"),
+        (["--resamples", "0"], "0 (no intervals) is for the streamed report"),  # E1
+        (["--max-segments", "0"], "--max-segments must be an integer >= 1"),
         (["--bins", "0"], "--bins must be an integer >= 1"),
         (["--bins", str(10**30)], "--bins must be an integer >= 1 and <= 1000000"),
         (["--folds", str(10**9)], "--folds must be an integer >= 2 and <= 10000"),
@@ -140,7 +142,10 @@ def test_renormalize_divides_rounded_rows(tmp_path, probe, capsys):
     assert np.abs(rounded.sum(1) - 1).max() > 0.01
     np.savez(tmp_path / "rounded.npz", probs=rounded, labels=y)
     argv = [str(tmp_path / "rounded.npz")]
-    assert "renormalize" in _error(argv, capsys)
+    message = _error(argv, capsys)
+    # C6: the command-line options, not the library's keyword and jax.nn.softmax.
+    assert "pass --renormalize" in message and "give --logits" in message
+    assert "renormalize=True" not in message and "jax.nn.softmax" not in message
     with pytest.raises(probe) as reached:
         main(["report", *argv, "--renormalize", "--quiet"])
     (model,) = reached.value.models

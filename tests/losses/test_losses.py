@@ -346,3 +346,11 @@ def test_bad_options_name_the_option():
     for call, argument in cases:
         with pytest.raises(ValueError, match=f"`{argument}`"):
             call()
+
+
+def test_flsd53_gamma_refuses_what_is_no_probability():
+    """Found by tests/test_bad_input.py: a NaN p_y gave gamma 3 without a word."""
+    for bad in (np.nan, np.inf, 1.5, -0.5):
+        with pytest.raises(ValueError, match="`probs_true`"):
+            losses.flsd53_gamma(np.array([0.1, bad]))
+    assert jax.jit(losses.flsd53_gamma)(jnp.array([0.1, 0.5])).tolist() == [5.0, 3.0]

@@ -271,3 +271,20 @@ def test_missing_n_groups_under_jit():
     # (Quantile bins with groups, once refused here, are tests/metrics/test_segment_quantile.py's.)
     with pytest.raises(ValueError, match=r"`n_groups`.*required"):
         jax.jit(lambda p, g: jaxcal.brier_score(p, Y, groups=g))(P, IDS)
+
+
+def test_string_ids_and_a_lone_n_groups_get_a_message():
+    """C1: country names gave JAX's "Error interpreting argument to stage"; E8: n_groups
+    without groups was silently ignored (one ECE over all samples)."""
+    p, y = jnp.array([0.2, 0.7, 0.4, 0.9, 0.1, 0.6]), jnp.array([0, 1, 0, 1, 0, 1])
+    with pytest.raises(ValueError, match=r"got strings\. Map them to integer ids first"):
+        jaxcal.ece(p, y, groups=np.array(list("ababab")), n_groups=2)
+    with pytest.raises(ValueError, match="Python objects"):
+        jaxcal.brier_score(p, y, groups=np.array(["a", 1, "b", 2, None, 3], object), n_groups=2)
+    for call in (jaxcal.ece, jaxcal.brier_score, jaxcal.log_loss, jaxcal.reliability_curve):
+        with pytest.raises(ValueError, match="`n_groups` \\(3\\) was given without `groups`"):
+            call(p, y, n_groups=3)
+    with pytest.raises(ValueError, match="without `groups`"):
+        jaxcal.ks_test(p, y, n_groups=3)
+    names, ids = np.unique(np.array(list("ababab")), return_inverse=True)  # the advice works
+    assert jaxcal.ece(p, y, groups=ids, n_groups=len(names)).shape == (2,)

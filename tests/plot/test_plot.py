@@ -14,6 +14,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import itertools
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -118,10 +120,13 @@ def test_binary_diagram_draws_one_marker_per_nonempty_bin():
     assert d.hist_ax.get_ylabel() == "count"
     assert any(ln.get_gid() == "jaxcal-diagonal" for ln in d.ax.get_lines())
     texts = [t.get_text() for t in d.ax.get_legend().get_texts()]
-    assert texts == [
-        "perfectly calibrated",
-        f"model (ECE = {float(jaxcal.ece(p, y, n_bins=M)):.4f})",
-    ]
+    assert sorted(texts) == sorted(
+        [
+            "perfectly calibrated",
+            f"model (ECE = {float(jaxcal.ece(p, y, n_bins=M)):.4f})",
+            "model: 95% band of a calibrated model",  # E3: every mark in the legend
+        ]
+    )
     assert d.figure is d.ax.figure
 
 
@@ -167,9 +172,10 @@ def test_confidence_diagram_and_overlay_of_several_models():
     q, _ = _multiclass(4, sharpen=2.0)  # same labels, an over-confident model
     d = reliability_diagram({"good": p, "sharp": q}, y, n_bins=M, n_resamples=R)
     texts = [t.get_text() for t in d.ax.get_legend().get_texts()]
-    assert texts[0] == "perfectly calibrated"
-    for name, probs, text in zip(("good", "sharp"), (p, q), texts[1:], strict=True):
-        assert text == f"{name} (ECE = {float(jaxcal.ece(probs, y, n_bins=M)):.4f})"
+    assert "perfectly calibrated" in texts
+    for name, probs in zip(("good", "sharp"), (p, q), strict=True):
+        assert f"{name} (ECE = {float(jaxcal.ece(probs, y, n_bins=M)):.4f})" in texts
+        assert f"{name}: 95% band of a calibrated model" in texts
     assert (
         d.ax.get_xlabel() == "" and d.hist_ax.get_xlabel() == "confidence (top-label probability)"
     )
@@ -181,10 +187,11 @@ def test_confidence_diagram_and_overlay_of_several_models():
     assert_close(drawn[1][0], mean_conf[count > 0], rtol=1e-5)
     assert_close(drawn[1][1], mean_acc[count > 0], rtol=1e-5)
     n_axes = len(d.figure.axes)
-    # A third model on the same axes: same histogram panel, next colour, legend of 4.
+    # A third model on the same axes: same histogram panel, next colour, legend of 7 (the
+    # diagonal, then each model's markers and band).
     again = reliability_diagram(p**1.0, y, n_bins=M, n_resamples=R, ax=d.ax, label="third")
     assert again.ax is d.ax and again.hist_ax is d.hist_ax and len(d.figure.axes) == n_axes
-    assert len(d.ax.get_legend().get_texts()) == 4
+    assert len(d.ax.get_legend().get_texts()) == 7
     colors = [ln.get_color() for ln in d.ax.get_lines() if ln.get_gid() == "jaxcal-bins"]
     assert colors == ["C0", "C1", "C2"]
     assert len(_counts(d.hist_ax)) == 3 and len(_bands(d.ax)) == 3
@@ -199,8 +206,8 @@ def test_classwise_draws_one_panel_per_class():
         x, _ = _markers(d.ax[k])
         assert_close(x, conf[count > 0], rtol=1e-5)  # float32 bin means against float64
         assert d.ax[k].get_title() == f"class {k}"
-        text = d.ax[k].get_legend().get_texts()[1].get_text()
-        assert text == f"ECE = {float(jaxcal.ece(p[:, k], y == k, n_bins=M)):.4f}"
+        texts = [t.get_text() for t in d.ax[k].get_legend().get_texts()]
+        assert f"ECE = {float(jaxcal.ece(p[:, k], y == k, n_bins=M)):.4f}" in texts
 
 
 def test_binary_kind_on_two_columns_equals_the_one_column_diagram():
@@ -223,7 +230,7 @@ def test_logit_axis_and_quantile_bins_render_without_warnings():
     (stairs,) = _counts(d.hist_ax)
     assert stairs.get_data().values.sum() == N  # equal-mass bins hold every sample
     ece = float(jaxcal.ece(p, y, n_bins=M, binning="quantile"))
-    assert d.ax.get_legend().get_texts()[1].get_text() == f"ECE = {ece:.4f}"
+    assert f"ECE = {ece:.4f}" in [t.get_text() for t in d.ax.get_legend().get_texts()]
     buf = io.BytesIO()
     d.figure.savefig(buf, format="png")  # warnings are errors in this suite
     assert buf.getvalue()[:8] == b"\x89PNG\r\n\x1a\n" and len(buf.getvalue()) > 10_000
@@ -238,8 +245,9 @@ def test_cumulative_plot_draws_the_path_and_its_p_values():
     assert_close(np.asarray(line.get_xdata()), np.arange(N + 1) / N, atol=1e-6)  # float32 k/N
     assert_close(np.asarray(line.get_ydata()), expected, atol=1e-5)  # float32 running sum
     ks, kuiper = jaxcal.ks_test(p, y), jaxcal.kuiper_test(p, y)
-    text = ax.get_legend().get_texts()[0].get_text()
-    assert text == f"model: KS p = {float(ks.p_value):.3g}, Kuiper p = {float(kuiper.p_value):.3g}"
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    text = f"model: KS p = {float(ks.p_value):.3g}, Kuiper p = {float(kuiper.p_value):.3g}"
+    assert text in texts
     # The triangle at the origin spans +-2 sigma, sigma = sqrt(sum s(1 - s)) / N.
     (tri,) = [c for c in ax.patches if c.get_gid() == "jaxcal-triangle"]
     sigma = np.sqrt(np.sum(p.astype(np.float64) * (1 - p))) / N
@@ -253,10 +261,11 @@ def test_cumulative_plot_shows_tiny_p_values_as_powers_of_ten():
     q, _ = _binary(9)
     ax = cumulative_differences_plot({"bad": p, "good": q}, y)
     texts = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert texts[0].startswith("bad: KS p = ") and "e-" in texts[0] and "p = 0," not in texts[0]
+    bad = next(t for t in texts if t.startswith("bad: KS p = "))
+    assert "e-" in bad and "p = 0," not in bad
     log10_p = float(jaxcal.log_brownian_max_sf(jaxcal.ks_test(p, y).statistic)) / np.log(10)
-    assert f"e{int(np.floor(log10_p))}" in texts[0]
-    assert texts[1].startswith("good: KS p = ")
+    assert f"e{int(np.floor(log10_p))}" in bad
+    assert any(t.startswith("good: KS p = ") for t in texts)
 
 
 @pytest.mark.parametrize(
@@ -305,7 +314,11 @@ def test_cumulative_plot_of_certain_scores_has_no_nan():
     s = np.array([0.0, 1.0, 1.0, 0.0], np.float32)
     ax = cumulative_differences_plot({"agree": s, "disagree": 1 - s}, np.array([0, 1, 1, 0]))
     texts = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert texts == ["agree: KS p = 1, Kuiper p = 1", "disagree: KS p = 0, Kuiper p = 0"]
+    assert sorted(texts) == [
+        "agree: KS p = 1, Kuiper p = 1",
+        "disagree: KS p = 0, Kuiper p = 0",
+        "perfectly calibrated (C = 0)",
+    ]
     assert not [c for c in ax.patches if c.get_gid() == "jaxcal-triangle"]
     ax.figure.savefig(io.BytesIO(), format="png")
 
@@ -318,7 +331,9 @@ def test_corp_diagram_draws_curve_band_histogram_and_overlays():
     gids = [artist.get_gid() for artist in d.ax.get_children()]
     assert gids.count("jaxcal-corp") == 2 and gids.count("jaxcal-band") == 2
     texts = [t.get_text() for t in d.ax.get_legend().get_texts()]
-    assert texts[0].startswith("a: Brier: MCB =") and "UNC =" in texts[1]
+    assert sum(t.startswith("a: Brier: MCB =") for t in texts) == 1
+    assert sum("UNC =" in t for t in texts) == 2
+    assert {"perfectly calibrated", "a: 90% band of a calibrated model"} <= set(texts)
     assert d.hist_ax is not None
     curve = jaxcal.corp_curve(p, y)
     line = next(a for a in d.ax.get_lines() if a.get_gid() == "jaxcal-corp")
@@ -389,3 +404,73 @@ def test_a_second_plot_compiles_nothing(draw):
     finally:
         jax.monitoring.unregister_event_duration_listener(listen)
     assert not compiles
+
+
+# ---------------------------------------------- counts on a linear axis, marks named (E2, E3)
+
+
+def test_near_uniform_counts_on_a_linear_axis_from_zero():
+    """E2: on a log axis from 2.35e2 a bin of 235 looked empty next to one of 305."""
+    p, y = _binary(20)  # uniform scores: every bin holds 50 to 70 of the 600
+    for d in (
+        reliability_diagram(p, y, n_bins=M, n_resamples=R),
+        corp_diagram(p, y, n_resamples=20),
+    ):
+        assert d.hist_ax.get_yscale() == "linear" and d.hist_ax.get_ylabel() == "count"
+        low, high = d.hist_ax.get_ylim()
+        if _counts(d.hist_ax):  # the reliability diagram's steps
+            tallest = max(c.get_data().values.max() for c in _counts(d.hist_ax))
+        else:  # the CORP diagram's bars
+            tallest = max(b.get_height() for b in d.hist_ax.patches)
+        assert low == 0 and high >= tallest > 0
+
+
+def test_counts_spanning_decades_on_a_labelled_log_axis():
+    rng = np.random.default_rng(21)
+    p = np.concatenate([rng.uniform(0.0, 0.1, N - 5), rng.uniform(0.9, 1.0, 5)])
+    y = (rng.uniform(size=N) < p).astype(np.int32)  # bins of 595 and of 5 samples
+    d = reliability_diagram(p.astype(np.float32), y, n_bins=M, n_resamples=R)
+    assert d.hist_ax.get_yscale() == "log" and d.hist_ax.get_ylabel() == "count (log scale)"
+    # A second model of balanced counts on the same axes keeps the log scale (both shown).
+    reliability_diagram(_binary(22)[0], y, n_bins=M, n_resamples=R, ax=d.ax, label="b")
+    assert d.hist_ax.get_yscale() == "log"
+
+
+def _unnamed_marks(ax):
+    """The lines, bands and patches of a panel that the legend does not name."""
+    marks = [*ax.get_lines(), *ax.collections, *ax.patches]
+    return [m for m in marks if m.get_label().startswith("_") and m.get_visible()]
+
+
+def test_every_mark_is_in_the_legend():
+    """E3: the cumulative plot's +-2 sigma triangle and the bands had no legend entry."""
+    p, y = _binary(23)
+    ax = cumulative_differences_plot(p, y, label="model")
+    assert not _unnamed_marks(ax)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(t.startswith("±2σ of C_N under calibration") for t in texts)
+    d = reliability_diagram(p, y, n_bins=M, n_resamples=R)
+    # matplotlib's error bars are parts of the markers' legend entry (an ErrorbarContainer).
+    bars = {id(a) for c in d.ax.containers for part in c for a in np.atleast_1d(part)}
+    assert not [m for m in _unnamed_marks(d.ax) if id(m) not in bars]
+    assert not _unnamed_marks(corp_diagram(p, y, n_resamples=20).ax)
+
+
+def test_score_axis_labels_do_not_overlap():
+    """E3: "0.6" and "0.999" sat 0.06 of the axis apart on the demo's GaussianNB."""
+    data = np.load("jaxcal/data/digits_gaussian_nb.npz")
+    rng = np.random.default_rng(24)
+    near_one = 1 - rng.beta(0.3, 8, N)  # scores crowding near 1: 0.9, 0.95, 0.99, 0.999
+    for scores, labels, least in (
+        (data["probs"], data["labels"], 1),
+        (near_one, (rng.uniform(size=N) < near_one).astype(np.int32), 3),
+    ):
+        ax = cumulative_differences_plot(scores, labels)
+        ax.figure.canvas.draw()
+        (top,) = [c for c in ax.child_axes if c.get_xlabel() == "score ≤"]
+        boxes = [t.get_window_extent() for t in top.get_xticklabels() if t.get_text()]
+        assert len(boxes) >= least
+        # At least 20 pixels (~2.5 characters of the small font) between two labels: the
+        # demo's 0.6 and 0.999 were 14 apart, 0.999 and 0.9999 here 7.
+        for left, right in itertools.pairwise(boxes):
+            assert right.x0 - left.x1 >= 20, (left, right)

@@ -77,3 +77,50 @@ def test_grad_of_the_statistic_and_the_log_tail():
         g = jax.vmap(jax.grad(log_chi2_sf))(x, df)
         # d/dx log sf = -pdf / sf
         assert_close(g, -stats.chi2.pdf(x, df) / stats.chi2.sf(x, df))
+
+
+def test_events_at_predicted_zero_give_an_infinite_statistic():
+    """A3: 30 events among 100 predictions of exactly 0 read as p = 0.77 (the group was
+    skipped); R's ResourceSelection::hoslem.test gives C = inf there, p = 0."""
+    rng = np.random.default_rng(40)
+    p = np.concatenate([np.zeros(100), rng.uniform(0.2, 0.8, 900)])
+    y = (rng.random(1000) < p).astype(np.int32)
+    y[:30] = 1
+    res = hosmer_lemeshow_test(p, y)
+    assert float(res.statistic) == np.inf and float(res.p_value) == 0
+    near = p.copy()
+    near[:100] = 1e-6  # continuous on the way: a huge statistic, a tiny (floored) p-value
+    res = hosmer_lemeshow_test(near, y)
+    assert 1e6 < float(res.statistic) < np.inf and float(res.p_value) < 1e-30
+    assert float(hosmer_lemeshow_test(np.zeros(20), np.ones(20, np.int32)).statistic) == np.inf
+    assert float(hosmer_lemeshow_test(np.ones(20), np.zeros(20, np.int32)).p_value) == 0
+    # Predictions of 0 (or 1) that come true add 0: R's (0 - 0)^2 / 0 is NaN, here 0.
+    res = hosmer_lemeshow_test(np.zeros(20), np.zeros(20, np.int32))
+    assert float(res.statistic) == 0 and float(res.p_value) == 1
+    y[:30] = 0  # no event at 0: the zeros' group adds 0, the test is the usual one
+    res = hosmer_lemeshow_test(p, y)
+    assert np.isfinite(float(res.statistic)) and float(res.p_value) > 0
+
+
+def test_frequency_weights_count_samples():
+    """E8: the siblings take weights= ; a weight of 3 is the sample three times over."""
+    w = rng.integers(0, 4, N).astype(np.float64)
+    with x64():
+        weighted = hosmer_lemeshow_test(P, Y, weights=w)
+        repeated = hosmer_lemeshow_test(np.repeat(P, w.astype(int)), np.repeat(Y, w.astype(int)))
+        weighted, repeated = jax.device_get((weighted, repeated))
+    assert_close(weighted.statistic, repeated.statistic, rtol=1e-9)  # float64 sums
+    assert_close(weighted.p_value, repeated.p_value, rtol=1e-9)
+    w32 = w.astype(np.float32)
+    base = float(hosmer_lemeshow_test(P.astype(np.float32), Y, weights=w32).statistic)
+    huge = hosmer_lemeshow_test(P.astype(np.float32), Y, weights=w32 * 2.0**100)  # no overflow
+    assert_close(float(huge.statistic), base * 2.0**100, rtol=1e-5)  # float32 sums
+
+
+def test_log_chi2_sf_refuses_nan_and_bad_degrees_of_freedom():
+    assert float(log_chi2_sf(np.inf, 3.0)) == -np.inf
+    with pytest.raises(ValueError, match="`x` must not contain NaN"):
+        log_chi2_sf(np.array([1.0, np.nan]), 3.0)
+    for df in (0.0, -1.0, np.inf, np.nan):
+        with pytest.raises(ValueError, match="`df` must be finite and > 0"):
+            log_chi2_sf(1.0, df)

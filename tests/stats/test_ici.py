@@ -83,3 +83,12 @@ def test_weights_of_any_scale(scale):
     base = jaxcal.ici(p, Y, weights=w)
     # a non-power-of-two scale rounds each weight once: a few float32 ulps
     assert_close(jaxcal.ici(p, Y, weights=w * np.float32(scale)), base, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("smoother", ["loess", "corp"])
+def test_zero_total_weight_gives_zeros(smoother):
+    """B2: E50 and E90 were NaN (ICI and Emax 0): every field is 0, the metrics' rule."""
+    res = jaxcal.ici(
+        np.array([0.2, 0.5, 0.7]), np.array([0, 1, 1]), weights=np.zeros(3), smoother=smoother
+    )
+    assert [float(v) for v in res] == [0.0, 0.0, 0.0, 0.0]

@@ -146,16 +146,23 @@ def test_empty_and_degenerate_segments():
     s = jnp.array([0.2, 0.4, 0.6, 0.8])
     y = jnp.array([0, 1, 0, 1])
     masks = jnp.array([[True, False], [True, False], [True, False], [True, False]])
-    r = stats.multicalibration_error(s, y, masks)
+    every = {"min_segment_size": 1, "max_skewness": None}  # tiny segments tested too
+    r = stats.multicalibration_error(s, y, masks, **every)
     assert float(r.statistic[1]) == 0 and float(r.p_value[1]) == 1
     assert float(r.weight[1]) == 0 and float(r.sigma[1]) == 0
+    assert r.tested.tolist() == [True, False] and int(r.n_tested) == 1  # empty: excluded
     # sigma = 0 with a label against its 0/1 score: impossible under the null.
-    r = stats.multicalibration_error(jnp.array([0.0, 1.0]), jnp.array([1, 1]), masks[:2])
+    r = stats.multicalibration_error(jnp.array([0.0, 1.0]), jnp.array([1, 1]), masks[:2], **every)
     assert float(r.statistic[0]) == np.inf and float(r.p_value[0]) == 0
     assert float(r.family_p_value) == 0
     # sigma = 0 with every label equal to its score: a flat path.
-    r = stats.multicalibration_error(jnp.array([0.0, 1.0]), jnp.array([0, 1]), masks[:2])
+    r = stats.multicalibration_error(jnp.array([0.0, 1.0]), jnp.array([0, 1]), masks[:2], **every)
     assert float(r.statistic[0]) == 0 and float(r.p_value[0]) == 1
+    # By default the 4- and 2-row segments are too small to be tested: p = 1, reported.
+    r = stats.multicalibration_error(jnp.array([0.0, 1.0]), jnp.array([1, 1]), masks[:2])
+    assert float(r.statistic[0]) == np.inf and float(r.p_value[0]) == 1
+    assert r.tested.tolist() == [False, False] and r.size.tolist() == [2, 0]
+    assert float(r.family_p_value) == 1 and float(r.mce_sigma) == 0
 
 
 def test_errors():
@@ -323,3 +330,104 @@ def test_prefix_pass_in_slabs_is_the_former_block_layout_float_for_float():
 
     for a, b in zip(jax.jit(slabs)(word, d, end), jax.jit(former)(word, d, end), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------- where the per-segment tests are valid (A5)
+
+
+def test_one_row_segment_is_excluded_not_given_a_tiny_p_value():
+    """A5: one row with s = 0.0017 and y = 1 read as p = 1.5e-129 (exact: 0.0017)."""
+    rng = np.random.default_rng(30)
+    s = np.concatenate([[0.0017], rng.uniform(0.3, 0.7, 200)]).astype(np.float32)
+    y = np.concatenate([[1], (rng.random(200) < s[1:]).astype(np.int32)])
+    ids = np.concatenate([[0], np.ones(200, np.int32)])
+    r = stats.multicalibration_error(s, y, ids, n_groups=2)
+    assert r.tested.tolist() == [False, True] and r.size.tolist() == [1, 200]
+    assert float(r.p_value[0]) == 1 and int(r.n_tested) == 1
+    assert float(r.family_p_value) > 0.01  # the calibrated large segment alone is tested
+    # MCGrad's behaviour (no minimum, no skewness condition) keeps the invalid tail.
+    loose = stats.multicalibration_error(
+        s, y, ids, n_groups=2, min_segment_size=1, max_skewness=None
+    )
+    assert float(loose.log_p_value[0]) < np.log(1e-100)
+
+
+def test_skewness_and_size_against_numpy_and_holm_over_the_tested_segments():
+    s, y, masks, w = _data(seed=31, planted=0.2)
+    masks[:, 5] &= s < 0.08  # a small segment of rare events: skewed
+    masks[:, 6] = False
+    masks[:12, 6] = True  # twelve rows: enough rows, maybe skewed
+    with x64():
+        r = stats.multicalibration_error(
+            jnp.asarray(s), jnp.asarray(y), jnp.asarray(masks), weights=w
+        )
+    ws = w / 2.0 ** np.frexp(w.max())[1]  # the kernels' scaling (the ratio is scale-free)
+    m = masks.T
+    v = (m * ws**2 * s * (1 - s)).sum(1)
+    k3 = (m * ws**3 * s * (1 - s) * (1 - 2 * s)).sum(1)
+    assert_close(r.skewness, k3 / v**1.5)
+    assert r.size.tolist() == m.sum(1).tolist()
+    tested = (m.sum(1) >= 10) & (np.abs(k3 / v**1.5) <= 0.2)
+    assert r.tested.tolist() == tested.tolist() and int(r.n_tested) == tested.sum()
+    assert not tested[5]  # 0 to 0.08: rare events
+    p = np.asarray(r.p_value)
+    assert np.all(p[~tested] == 1)
+    # Holm, Bonferroni and the family over the tested segments only (G = n_tested).
+    tested_p = np.exp(np.asarray(r.log_p_value))[tested]
+    assert_close(np.asarray(r.p_holm)[tested], holm(tested_p))
+    assert np.all(np.asarray(r.p_holm)[~tested] == 1)
+    assert_close(np.asarray(r.p_bonferroni)[tested], np.minimum(1, tested.sum() * tested_p))
+    assert_close(r.family_p_value, min(1.0, tested.sum() * tested_p.min()))
+    assert_close(r.mce_sigma, np.asarray(r.statistic)[tested].max())
+
+
+def test_segment_options_are_checked():
+    s, y, ids = jnp.array([0.2, 0.4, 0.6]), jnp.array([0, 1, 1]), jnp.array([0, 1, 1])
+    with pytest.raises(ValueError, match="min_segment_size"):
+        stats.multicalibration_error(s, y, ids, n_groups=2, min_segment_size=0)
+    with pytest.raises(ValueError, match="max_skewness"):
+        stats.multicalibration_error(s, y, ids, n_groups=2, max_skewness=-1.0)
+
+
+def _family_rejection_rate(rows, n_seg, draw, reps, seed, **options):
+    """Share of null runs (labels drawn from the scores) whose family-wise p <= 0.05."""
+    rng = np.random.default_rng(seed)
+    ids = jnp.asarray(np.repeat(np.arange(n_seg), rows).astype(np.int32))
+
+    def family(s, y):
+        return stats.multicalibration_error(s, y, ids, n_groups=n_seg, **options).family_p_value
+
+    fn = jax.jit(jax.vmap(family))
+    out = []
+    for start in range(0, reps, 50):
+        s = draw(rng, (min(50, reps - start), rows * n_seg)).astype(np.float32)
+        y = (rng.random(s.shape) < s).astype(np.int32)
+        out.append(np.asarray(fn(jnp.asarray(s), jnp.asarray(y))))
+    return float(np.mean(np.concatenate(out) <= 0.05))
+
+
+_SCORES = {
+    "beta(0.5,5)": lambda rng, shape: rng.beta(0.5, 5, shape),  # rare events: skewed steps
+    "beta(2,2)": lambda rng, shape: rng.beta(2, 2, shape),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rows", [2, 10, 40, 100])
+@pytest.mark.parametrize("scores", sorted(_SCORES))
+def test_family_size_under_the_null_across_segment_sizes(rows, scores):
+    """A5: the family-wise p-value holds its level for 2- to 100-row segments, few and many.
+
+    Before the minimum size and the skewness condition, 500 segments of 2 rows of
+    Beta(0.5, 5) scores were rejected in 96 % of runs at alpha = 0.05, 500 x 10 rows in
+    31 %, 500 x 100 rows in 10 %. The band: alpha plus 3 binomial sigmas (Holm is
+    conservative, so only the upper end binds).
+    """
+    reps, alpha = 300, 0.05
+    band = alpha + 3 * np.sqrt(alpha * (1 - alpha) / reps)
+    for n_seg in (20, 500):
+        rate = _family_rejection_rate(rows, n_seg, _SCORES[scores], reps, seed=rows + n_seg)
+        assert rate <= band, (rows, n_seg, scores, rate)
+    if rows == 2 and scores == "beta(0.5,5)":  # the band is tight enough to see the defect
+        loose = {"min_segment_size": 1, "max_skewness": None}
+        assert _family_rejection_rate(2, 500, _SCORES[scores], 100, seed=1, **loose) > band

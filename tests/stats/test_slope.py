@@ -122,3 +122,60 @@ def test_frequency_weights_of_any_scale(scale):
         # a non-power-of-two scale rounds each weight once: a few float32 ulps
         assert_close(got.estimate, want.estimate, rtol=1e-4)
         assert_close(got.std_error * np.sqrt(scale), want.std_error, rtol=1e-4)
+
+
+def test_constant_scores_give_finite_wide_intervals_in_float32():
+    """B1, A4: one distinct score gave NaN (175 of 594 cases) or a standard error of 0.
+
+    The 594 cases of the finding (N = 2..199, p in {0.1, 0.3, 0.5}), as one compiled
+    shape: the first n of 199 rows carry weight 1, the rest weight 0.
+    """
+    rng = np.random.default_rng(41)
+    y = (rng.random(199) < 0.3).astype(np.int32)
+    fit = jax.jit(calibration_slope_intercept)
+    for value in (0.1, 0.3, 0.5):
+        p = np.full(199, value, np.float32)
+        for n in range(2, 200):
+            w = (np.arange(199) < n).astype(np.float32)
+            res = fit(p, y, weights=w)
+            for est in (res.slope, res.intercept):
+                se = float(est.std_error)
+                assert np.isfinite(se) and se > 0, (value, n, se)
+                assert float(est.low) < float(est.estimate) < float(est.high)
+            assert float(res.slope.std_error) > 100  # not identified: wide
+            # At p = 1/2 (log-odds 0) the intercept is a + b * 0 = a: identified (narrow,
+            # unless one class only), elsewhere not.
+            assert value == 0.5 or float(res.intercept.std_error) > 100
+            assert_close(res.slope.estimate, 1.0, rtol=1e-5)  # the ridge's value, to round-off
+            assert np.isfinite(float(res.citl.std_error)) and float(res.citl.std_error) > 0
+
+
+def test_near_constant_scores_have_a_large_standard_error():
+    """A4: scores 0.3 and 0.3 + 1e-6 gave slope 2.31 +- 0.0 (a zero-width interval)."""
+    p = np.r_[np.full(30, 0.3), np.full(30, 0.3 + 1e-6)].astype(np.float32)
+    y = (np.arange(60) % 3 == 0).astype(np.int32)
+    res = calibration_slope_intercept(p, y)
+    assert float(res.slope.std_error) > 100 and float(res.slope.high) - float(res.slope.low) > 400
+    with x64():
+        res = calibration_slope_intercept(np.full(50, 0.3), (np.arange(50) % 3 == 0).astype(int))
+        assert float(res.slope.std_error) > 1e6 and float(res.slope.estimate) == 1
+
+
+def test_zero_total_weight_has_the_documented_answer():
+    """B2: every field was NaN. No information: the calibrated values, infinite errors."""
+    res = calibration_slope_intercept(
+        np.array([0.2, 0.5, 0.7]), np.array([0, 1, 1]), weights=np.zeros(3)
+    )
+    for est, value in ((res.slope, 1.0), (res.intercept, 0.0), (res.citl, 0.0)):
+        assert float(est.estimate) == value and float(est.std_error) == np.inf
+        assert float(est.low) == -np.inf and float(est.high) == np.inf
+    assert bool(res.converged)
+
+
+def test_an_event_at_score_zero_converges():
+    """Every score 0 with one event: the Newton step of 4e6 diverged to -22043 (SE inf)."""
+    res = calibration_slope_intercept(np.zeros(2, np.float32), np.array([0, 1]))
+    assert bool(res.converged)
+    eps = np.finfo(np.float32).eps
+    assert_close(res.citl.estimate, -np.log(eps / (1 - eps)), rtol=1e-5)  # logit(1/2) - logit(eps)
+    assert np.isfinite(float(res.intercept.std_error))

@@ -108,3 +108,29 @@ def test_empty_state_round_trips_to_zeros():
     back = streaming.from_arrow(streaming.to_arrow(streaming.init(3, 2)))
     assert all(float(v) == 0 for v in streaming.compute(back).values())
     assert back.totals.dtype == jnp.float32
+
+
+def test_concatenated_tables_of_other_layouts_are_refused():
+    """A6: concat_tables keeps the first table's metadata; an 8-bin table's buckets were
+    read as buckets of the 4096 of the first, wrong sums without an error."""
+    rng = np.random.default_rng(42)
+    p = rng.random(2000).astype(np.float32)
+    y = (rng.random(2000) < p).astype(np.int32)
+    fine = streaming.update(streaming.init(16, 2, binary=True, resolution=4096), p, y)
+    coarse = streaming.update(streaming.init(8, 2, binary=True), p, y)
+    mixed = pa.concat_tables([streaming.to_arrow(fine), streaming.to_arrow(coarse)])
+    with pytest.raises(ValueError, match="mixes states of different layouts"):
+        streaming.from_arrow(mixed)
+    with pytest.raises(ValueError, match="same n_bins"):  # merge says which differ
+        streaming.merge(fine, coarse)
+    same = streaming.from_arrow(pa.concat_tables([streaming.to_arrow(fine)] * 2))
+    assert_close(
+        streaming.compute(same)["ece"], streaming.compute(streaming.merge(fine, fine))["ece"]
+    )
+    # States of bf16 scores have edges rounded to bf16: still read.
+    low = streaming.update(
+        streaming.init(16, 2, binary=True, resolution=4096), jnp.asarray(p, jnp.bfloat16), y
+    )
+    np.testing.assert_array_equal(
+        streaming.from_arrow(streaming.to_arrow(low)).class_count, low.class_count
+    )

@@ -40,13 +40,19 @@ class ICI(NamedTuple):
 
 
 def type7_quantile(values: jax.Array, valid: jax.Array, q: float) -> jax.Array:
-    """R's default (type 7) quantile of the ``valid`` entries: linear between order stats."""
+    """R's default (type 7) quantile of the ``valid`` entries: linear between order stats.
+
+    No valid entry (zero total weight): 0, the value of the other summaries there (the
+    padding sorts last as the largest float, never as inf, so no ``inf - inf`` arises).
+    """
     m = jnp.sum(valid).astype(jnp.int32)
-    s = sort(jnp.where(valid, values, jnp.inf))
+    big = jnp.finfo(values.dtype).max
+    s = sort(jnp.where(valid, values, big))
     h = (jnp.maximum(m, 1) - 1).astype(values.dtype) * q
     lo = jnp.floor(h).astype(jnp.int32)
     hi = jnp.minimum(lo + 1, jnp.maximum(m - 1, 0))
-    return s[lo] + (h - lo.astype(values.dtype)) * (s[hi] - s[lo])
+    value = s[lo] + (h - lo.astype(values.dtype)) * (s[hi] - s[lo])
+    return jnp.where(m > 0, value, jnp.zeros((), values.dtype))
 
 
 @partial(jax.jit, static_argnames=("smoother", "frac", "iterations"))
@@ -115,7 +121,8 @@ def ici(
         zero weight leaves a sample out).
 
     Returns:
-      :class:`~jaxcal.stats.ICI` of 0-d arrays.
+      :class:`~jaxcal.stats.ICI` of 0-d arrays. Zero total weight: every field 0 (the
+      metrics' convention for empty input).
 
     Example:
       >>> import jax.numpy as jnp

@@ -38,6 +38,12 @@ MAX_ITER = 100
 #: Step sizes 1, 1/2, ..., 2**-(HALVINGS - 1) tried at once by the line search.
 HALVINGS = 12
 
+#: The longest Newton step in any coordinate (log-odds units): far from the optimum the
+#: information can be tiny (every score 0 with one event: sigma(logit(eps)) = 1e-7), and
+#: the full step of 4e6 with 12 halvings still overshot, so the fit diverged to -22043
+#: with an infinite standard error. A step of 20 log-odds is beyond any useful change.
+MAX_STEP = 20.0
+
 
 class WaldEstimate(NamedTuple):
     """An estimate with its standard error and Wald interval (arrays of one shape).
@@ -84,8 +90,9 @@ def logistic_newton(
     """Weighted logistic regression ``logit P = features @ theta + offset`` by Newton.
 
     Minimises sum w [softplus(eta) - y eta] + RIDGE W / 2 |theta - prior|^2 (W the total
-    weight). Stops when the Newton step is below sqrt(eps) (1 + |theta|) (the next one
-    would be below eps), or after ``MAX_ITER`` iterations.
+    weight). Each Newton step is at most ``MAX_STEP`` in every coordinate, then halved
+    until the loss does not grow. Stops when the Newton step is below sqrt(eps)
+    (1 + |theta|) (the next one would be below eps), or after ``MAX_ITER`` iterations.
 
     Differentiable in every input by the implicit function theorem: the iterations run on
     stopped gradients (reverse mode cannot cross a ``while_loop``), and the estimate
@@ -124,6 +131,8 @@ def logistic_newton(
         theta, _, it = carry
         grad, info = hessian(fixed, theta)
         delta = jnp.linalg.solve(info, grad)
+        size = jnp.max(jnp.abs(delta))
+        delta = delta * jnp.where(size > MAX_STEP, MAX_STEP / jnp.where(size > 0, size, 1), 1)
         trials = theta[None, :] - steps[:, None] * delta[None, :]
         values = loss(fixed, trials)
         current = loss(fixed, theta[None, :])[0]
@@ -178,15 +187,45 @@ def _binary_fit(p, y, w, z):
     pc = jnp.clip(p, eps, 1 - eps)
     lp = jnp.log(pc) - jnp.log1p(-pc)
     ones = jnp.ones_like(lp)
-    theta, cov, ok2 = logistic_newton(
-        jnp.stack([ones, lp], axis=1), jnp.zeros_like(lp), y, w, jnp.array([0.0, 1.0], dtype)
+    total = jnp.sum(w)
+    empty = ~(total > 0)
+    # Zero total weight: no information. The fits run on unit weights (finite, unused) and
+    # the documented answer is selected at the end, so no NaN reaches a derivative either.
+    w = jnp.where(empty, 1, w)
+    # The slope is fitted on centred log-odds, a + b z = a' + b (z - m) with m the
+    # weighted mean of z: with (near-)constant scores the columns (1, z) are collinear and
+    # a float32 inverse of their information lost every digit (a standard error of 0, or
+    # NaN, issues A4 and B1); centred, the information is diagonal there, the slope's
+    # direction has only the ridge (toward the calibrated b = 1, a = 0, as before) and
+    # the round-off jitter of ``logistic_newton()``: a large, finite standard error.
+    m = jax.lax.stop_gradient(jnp.sum(w * lp) / jnp.sum(w))
+    centred, cov, ok2 = logistic_newton(
+        jnp.stack([ones, lp - m], axis=1),
+        jnp.zeros_like(lp),
+        y,
+        w,
+        jnp.stack([m, jnp.ones((), dtype)]),
     )
+    slope = centred[1]
+    intercept = centred[0] - slope * m
+    var_intercept = cov[0, 0] - 2 * m * cov[0, 1] + m * m * cov[1, 1]
     citl, cov1, ok1 = logistic_newton(ones[:, None], lp, y, w, jnp.zeros((1,), dtype))
+
+    def wald(estimate, variance, calibrated):
+        est = _wald(estimate, variance, z, exponent)
+        inf = jnp.asarray(jnp.inf, dtype)
+        return WaldEstimate(
+            jnp.where(empty, calibrated, est.estimate),
+            jnp.where(empty, inf, est.std_error),
+            jnp.where(empty, -inf, est.low),
+            jnp.where(empty, inf, est.high),
+        )
+
     return CalibrationSlopeIntercept(
-        slope=_wald(theta[1], cov[1, 1], z, exponent),
-        intercept=_wald(theta[0], cov[0, 0], z, exponent),
-        citl=_wald(citl[0], cov1[0, 0], z, exponent),
-        converged=ok1 & ok2,
+        slope=wald(slope, cov[1, 1], 1),
+        intercept=wald(intercept, var_intercept, 0),
+        citl=wald(citl[0], cov1[0, 0], 0),
+        converged=(ok1 & ok2) | empty,
     )
 
 

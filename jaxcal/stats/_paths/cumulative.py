@@ -48,7 +48,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from jaxcal._core.checks import check_option, check_probs_labels
-from jaxcal._core.groups import check_groups
+from jaxcal._core.groups import check_groups, reject_lone_n_groups
 from jaxcal._core.validity import run_validated
 from jaxcal.stats._paths.pvalues import (
     ALTERNATIVES,
@@ -254,6 +254,7 @@ def ks_test(
       for calibration and for deviation of a subpopulation from the full population",
       arXiv:2202.00100; Darling & Siegert (1953).
     """
+    reject_lone_n_groups(groups, n_groups)
     if groups is not None:
         return _grouped(scores, labels, weights, groups, n_groups, "two-sided").ks
     scores, labels, weights = _validate(scores, labels, weights)
@@ -305,6 +306,7 @@ def kuiper_test(
       Arrieta-Ibarra et al. (2022), JMLR 23(351); Tygert (2022), arXiv:2202.00100; Feller
       (1951), Ann. Math. Statist. 22(3).
     """
+    reject_lone_n_groups(groups, n_groups)
     if groups is not None:
         return _grouped(scores, labels, weights, groups, n_groups, "two-sided").kuiper
     scores, labels, weights = _validate(scores, labels, weights)
@@ -364,6 +366,7 @@ def spiegelhalter_test(
       trials", Statistics in Medicine 5(5); Rufibach (2010), J. Clin. Epidemiol. 63(8).
     """
     check_option("alternative", alternative, ALTERNATIVES)
+    reject_lone_n_groups(groups, n_groups)
     if groups is not None:
         return _grouped(scores, labels, weights, groups, n_groups, alternative).spiegelhalter
     scores, labels, weights = _validate(scores, labels, weights)
@@ -411,6 +414,7 @@ def calibration_tests(
       See :func:`~jaxcal.stats.ks_test`, :func:`~jaxcal.stats.kuiper_test`, :func:`~jaxcal.stats.spiegelhalter_test`.
     """
     check_option("alternative", alternative, ALTERNATIVES)
+    reject_lone_n_groups(groups, n_groups)
     if groups is not None:
         return _grouped(scores, labels, weights, groups, n_groups, alternative)
     scores, labels, weights = _validate(scores, labels, weights)

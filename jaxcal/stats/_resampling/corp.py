@@ -114,7 +114,11 @@ def bands_of(scores, targets, weights, seeds, kind, n_batches, batch, confidence
     weights = None if weights is None else scale_free(weights.astype(scores.dtype))
     knots = knots_of(scores, weights)
     observed = calibrate(knot_sums(knots, targets, weights))
-    x = key_values(knots.keys, scores.dtype)
+    # Past the knots the keys are padding (NaN as floats): 0, as corp_curve's forecasts,
+    # so that zero total weight (no knot) gives a band of zeros, never NaN.
+    x = jnp.where(
+        jnp.arange(n, dtype=jnp.int32) < knots.size, key_values(knots.keys, scores.dtype), 0
+    )
     if kind == "consistency":
         plan = label_plan(scores, scores)
 
@@ -183,9 +187,13 @@ def corp_bands(
 
     Args:
       probs, labels: as :func:`~jaxcal.metrics.corp_curve`.
-      key: a JAX PRNG key.
+      key: a JAX PRNG key. An int is refused on purpose, as by every statistical
+        function: randomness is explicit, and an int there is more often a NumPy seed or a
+        count passed by mistake (pass ``jax.random.key(seed)``). The plots, e.g.
+        :func:`jaxcal.plot.corp_diagram`, take an int seed (default 0) so that a figure
+        is the same on every call.
       kind: ``"consistency"`` or ``"confidence"``.
-      n_resamples: R >= 1.
+      n_resamples: R >= 2 (a quantile of one resample is no interval).
       confidence: level in (0, 1) (``reliabilitydiag``'s default 0.9).
       reduction: ``"top_label"`` or ``"classwise"`` (2-D ``probs``), as :func:`~jaxcal.metrics.corp_curve`.
       weights: optional ``(N,)`` sample weights (kept with their samples).
@@ -310,8 +318,12 @@ def score_decomposition_ci(
     Args:
       probs, labels, score, method, n_bins, binning, closed, reduction, weights: as
         :func:`~jaxcal.metrics.score_decomposition`.
-      key: a JAX PRNG key.
-      n_resamples: R >= 1.
+      key: a JAX PRNG key. An int is refused on purpose, as by every statistical
+        function: randomness is explicit, and an int there is more often a NumPy seed or a
+        count passed by mistake (pass ``jax.random.key(seed)``). The plots, e.g.
+        :func:`jaxcal.plot.corp_diagram`, take an int seed (default 0) so that a figure
+        is the same on every call.
+      n_resamples: R >= 2 (a quantile of one resample is no interval).
       confidence: level in (0, 1).
       batch_size: resamples per batch (``None``: about 2**20 samples per batch).
 
