@@ -116,8 +116,13 @@ class MetaCalibrationInfo(NamedTuple):
 
 
 class MetaCalibration(NamedTuple):
-    """``init(params, hparams) -> state`` and ``step(params, hparams, state, batch,
-    heldout_batch) -> (params, hparams, state, info)``: pure functions, optax style."""
+    """The two pure functions :func:`~jaxcal.losses.meta_calibration` returns, optax style.
+
+    Attributes:
+      init: ``init(params, hparams) -> MetaCalibrationState``.
+      step: ``step(params, hparams, state, batch, heldout_batch) -> (params, hparams,
+        state, MetaCalibrationInfo)``.
+    """
 
     init: Callable[[Any, Any], MetaCalibrationState]
     step: Callable[..., tuple[Any, Any, MetaCalibrationState, MetaCalibrationInfo]]

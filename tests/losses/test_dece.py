@@ -99,9 +99,12 @@ def test_zero_total_weight_gives_zero():
 def test_gradients_match_finite_differences_in_float64():
     z, y = _data(n=24, k=4, seed=6, scale=1.0)
     with x64():
-        f = lambda logits: losses.dece_loss(
-            logits, jnp.asarray(y), rank_temperature=5.0, bin_temperature=0.1
-        )  # noqa: E731
+
+        def f(logits):
+            return losses.dece_loss(
+                logits, jnp.asarray(y), rank_temperature=5.0, bin_temperature=0.1
+            )
+
         check_grads(f, (jnp.asarray(z),), order=1, modes=("rev",), atol=1e-6, rtol=1e-5)
 
 
@@ -109,9 +112,9 @@ def test_the_accuracy_term_carries_a_gradient():
     """A wrong row: the soft rank moves its true class's logit, not only the confidence."""
     z = jnp.array([[1.0, 1.2, -1.0], [3.0, 0.0, 0.0]])
     y = jnp.array([0, 0])
-    g = jax.grad(lambda l: losses.dece_loss(l, y, rank_temperature=10.0))(z)
+    g = jax.grad(lambda v: losses.dece_loss(v, y, rank_temperature=10.0))(z)
     assert float(g[0, 0]) < 0  # raising the true class's logit lowers DECE
-    hard_acc = jax.grad(lambda l: losses.soft_ece_loss(l, y))(z)
+    hard_acc = jax.grad(lambda v: losses.soft_ece_loss(v, y))(z)
     assert np.all(np.isfinite(np.asarray(hard_acc)))
 
 
