@@ -123,7 +123,9 @@ def split(spec: Spec, seed: int, scale: float = 1.0) -> Split:
     from sklearn.model_selection import train_test_split
 
     x, y = raw(spec.name, max(int(MNIST1D_POOL * scale), 2000))
-    sizes = [max(round(n * scale), 20) for n in (spec.labelled, spec.val, spec.test)]
+    sizes = [spec.labelled, spec.val, spec.test]
+    if scale < 1:  # the smoke run: small, but every class in every part
+        sizes = [max(round(n * scale), m) for n, m in zip(sizes, (150, 60, 60), strict=True)]
     total = min(sum(sizes), len(y))
     idx = np.arange(len(y))
     if total < len(y):

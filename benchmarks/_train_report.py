@@ -26,12 +26,28 @@ class Run(NamedTuple):
     a: dict[str, np.ndarray]  # (G, S) or (G, S, T)
 
 
+ORDER = ("mnist1d-long", "mnist1d", "wa_churn", "hpc_data", "diamonds", "mnist1d-1.5k",
+         "digits", "breast cancer")  # fmt: skip
+
+
 def load(results: Path) -> dict[str, dict[str, Run]]:
+    """Raw results by data set (in ORDER) and arm; the regime label is the design's
+    (``_train_data.SPECS``) where the data set is known."""
+    try:
+        from _train_data import SPECS
+    except ImportError:  # imported from elsewhere than benchmarks/
+        SPECS = {}
     out: dict[str, dict[str, Run]] = {}
-    for path in sorted(results.glob("*/*.npz")):
+    paths = sorted(results.glob("*/*.npz"))
+    rank = {name: i for i, name in enumerate(ORDER)}
+    paths.sort(key=lambda p: (rank.get(p.parent.name, len(ORDER)), p.parent.name))
+    for path in paths:
         z = np.load(path)
         arrays = {k: z[k] for k in z.files if k != "meta"}
-        out.setdefault(path.parent.name, {})[path.stem] = Run(json.loads(str(z["meta"])), arrays)
+        meta = json.loads(str(z["meta"]))
+        if path.parent.name in SPECS:
+            meta["regime"] = SPECS[path.parent.name].regime
+        out.setdefault(path.parent.name, {})[path.stem] = Run(meta, arrays)
     return out
 
 
@@ -143,6 +159,63 @@ def endpoint_table(all_runs, endpoint: str) -> tuple[str, list[Comparison], np.n
     for arm in arms:
         lines.append(f"| {arm} | " + " | ".join(cell.get((d, arm), "") for d in datas) + " |")
     return "\n".join(lines), comps, adj
+
+
+def compact_table(all_runs, endpoint: str) -> str:
+    """The guide's form: ``mean [95 % interval]``, ``↓``/``↑`` where the Holm-adjusted p < 0.05
+    (accuracy: points, ``✗`` where the interval reaches below the −1 point margin)."""
+    comps = comparisons(all_runs, endpoint)
+    if not comps:
+        return ""
+    adj = holm([c.p for c in comps])
+    datas = list(dict.fromkeys(c.data for c in comps))
+    arms = list(dict.fromkeys(c.arm for c in comps))
+    cell = {}
+    for c, p in zip(comps, adj, strict=True):
+        if endpoint == "accuracy":
+            mark = " ✗" if c.low < MARGIN else ""
+            cell[c.data, c.arm] = (
+                f"{100 * c.diff.mean():+.1f} [{100 * c.low:+.1f}, {100 * c.high:+.1f}]{mark}"
+            )
+        else:
+            mark = (" ↓" if c.diff.mean() < 0 else " ↑") if p < ALPHA else ""
+            cell[c.data, c.arm] = f"{c.diff.mean():+.4f} [{c.low:+.4f}, {c.high:+.4f}]{mark}"
+    lines = ["| arm | " + " | ".join(datas) + " |", "|---|" + "---:|" * len(datas)]
+    for arm in arms:
+        lines.append(f"| {arm} | " + " | ".join(cell.get((d, arm), "") for d in datas) + " |")
+    return "\n".join(lines)
+
+
+def compact_regime_table(all_runs) -> str:
+    """Per data set: CE's training and test accuracy and ECE at the end, and how often the
+    regulariser's batch was all correct (in-batch and held-out MMCE, chosen points)."""
+    lines = ["| data set | CE train acc. | CE test acc. | CE train ECE | CE test ECE | all-correct batches: mmce (batch) | mmce (held-out) | MMCE value: batch / held-out |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for data, runs in all_runs.items():
+        if CE not in runs:
+            continue
+        r = runs[CE]
+        cells = [f"{r.a['log train_accuracy'][0, :, -1].mean():.3f}", f"{r.a['test accuracy'][0].mean():.3f}",
+                 f"{r.a['log train_ECE'][0, :, -1].mean():.3f}", f"{r.a['test ECE'][0].mean():.3f}"]  # fmt: skip
+        values = []
+        for arm in ("mmce (batch)", "mmce (held-out)"):
+            if arm in runs:
+                g = select(runs, arm, False)[0]
+                cells.append(f"{runs[arm].a['sat all_correct'][g].mean():.2f}")
+                values.append(f"{runs[arm].a['sat regularizer'][g].mean():.3f}")
+            else:
+                cells.append("")
+        lines.append(f"| {data} | " + " | ".join(cells) + f" | {' / '.join(values)} |")
+    return "\n".join(lines)
+
+
+def guide(results: Path) -> str:
+    all_runs = load(results)
+    return "\n\n".join(
+        [baseline_table(all_runs), "E1", compact_table(all_runs, "E1"), "E2",
+         compact_table(all_runs, "E2"), "accuracy", compact_table(all_runs, "accuracy"),
+         "regime", compact_regime_table(all_runs), "defaults", defaults(all_runs)]
+    )  # fmt: skip
 
 
 def baseline_table(all_runs) -> str:
@@ -266,8 +339,9 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--write", type=Path, default=None)
+    parser.add_argument("--guide", action="store_true", help="the guide's compact tables")
     args = parser.parse_args(argv)
-    text = report(args.results)
+    text = guide(args.results) if args.guide else report(args.results)
     if args.write:
         args.write.write_text(text)
     print(text)
