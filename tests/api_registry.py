@@ -33,13 +33,14 @@ transformation, namely
 * streaming: ``update``, ``compute``, one bucket view (``equal_mass_ece``) and the Poisson
   replicates' ``poisson_update``;
 * coverage: the loop-based ``regression_ssc`` and ``hsic``, ``classification_ssc``;
-* losses: all four (the padding of the training losses);
 * selective: ``aurc`` (one sort, then cumulative sums with ties averaged),
   ``prediction_rejection_ratio.quality`` (the oracle's second sort, a float target) and
   ``aurc.groups`` (the masked segments after one shared sort);
 * presets: all three (a rank-binned sort, a Platt fit inside, a bisection loop);
 * recalibrated metrics: ``recalibrated`` (vmapped L-BFGS fits over folds) and
-  ``calibration_refinement`` (vmapped isotonic fits).
+  ``calibration_refinement`` (vmapped isotonic fits);
+* losses: the four regularisers (the padding of the training losses), ``dece_loss``,
+  ``saturation_stats``, and the two training-step helpers (user model and parameters).
 
 A sweep that finds a defect in one entry of a family is then run over the family by hand
 (``-k``); a new kind of kernel adds its first entry to :data:`SWEEP`.
@@ -55,6 +56,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 import jaxcal
 from jaxcal import calibrators as C
@@ -970,6 +972,33 @@ def _loss(fn):
     )
 
 
+_USER_MODEL = {"low_precision": "the user's apply_fn and parameters set the dtypes"}
+
+
+def _mlp(params, x):
+    return jnp.tanh(x @ params["hidden"]) @ params["out"]
+
+
+def _mlp_params(dtype):
+    rng = np.random.default_rng(7)
+    return {
+        "hidden": jnp.asarray(rng.normal(size=(K, 5)), dtype),
+        "out": jnp.asarray(rng.normal(size=(5, K)), dtype),
+    }
+
+
+def _meta_step(params, hparams, x, y, xc, yc):
+    """One meta-calibration step from a fresh state (SGD both sides: optax.adam's bias
+    correction is not strict-promotion clean)."""
+    mc = losses.meta_calibration(
+        _mlp,
+        optax.sgd(0.1),
+        {"hidden": False, "out": True},
+        hyper_optimizer=optax.sgd(0.01),
+    )
+    return mc.step(params, hparams, mc.init(params, hparams), (x, y), (xc, yc))
+
+
 LOSSES = [
     *(
         _loss(f)
@@ -982,6 +1011,62 @@ LOSSES = [
         )
     ),
     Entry("flsd53_gamma", losses.flsd53_gamma, losses.flsd53_gamma, _cols("p"), (ROWS,)),
+    _loss(losses.dece_loss),
+    Entry(
+        "saturation_stats",
+        losses.saturation_stats,
+        lambda z, y, w: losses.saturation_stats(z, y, regularizer=losses.mmce_loss, weights=w),
+        _cols("logits", "labels", "weights"),
+        _PLW,
+        grad=(0,),
+    ),
+    Entry(
+        "hyper_cross_entropy",
+        losses.hyper_cross_entropy,
+        lambda z, y, h, w: losses.hyper_cross_entropy(z, y, h, weights=w),
+        lambda d, dtype: (
+            _as(d.logits, dtype),
+            jnp.asarray(d.labels),
+            {"label_smoothing": jnp.asarray(0.1, dtype), "temperature": jnp.asarray(1.5, dtype)},
+            _as(d.weights, dtype),
+        ),
+        (ROWS, LABELS, PYTREE, WEIGHTS),
+        grad=(0, 2),
+    ),
+    Entry(
+        "heldout_objective",
+        losses.heldout_objective,
+        lambda p, x, y, xc, yc: losses.heldout_objective(_mlp, losses.mmce_loss, lam=0.5)(
+            p, (x, y), (xc, yc)
+        ),
+        lambda d, dtype: (
+            _mlp_params(dtype),
+            *_cols("logits", "labels", "probs", "labels")(d, dtype),
+        ),
+        (PYTREE, ROWS, LABELS, ROWS, LABELS),
+        grad=(0,),
+        skip=_USER_MODEL,
+    ),
+    Entry(
+        "heldout_batch_indices",
+        losses.heldout_batch_indices,
+        lambda key: losses.heldout_batch_indices(key, N, 8, steps=5, batch_size=6),
+        lambda d, dtype: (jax.random.key(int(d.labels.sum())),),
+        (PYTREE,),
+        skip={"low_precision": "no float argument"},
+    ),
+    Entry(
+        "meta_calibration.step",
+        losses.meta_calibration,
+        _meta_step,
+        lambda d, dtype: (
+            _mlp_params(dtype),
+            {"label_smoothing": jnp.asarray(0.1, dtype), "temperature": jnp.asarray(1.0, dtype)},
+            *_cols("logits", "labels", "probs", "labels")(d, dtype),
+        ),
+        (PYTREE, PYTREE, ROWS, LABELS, ROWS, LABELS),
+        skip=_USER_MODEL,
+    ),
 ]
 
 # ---------------------------------------------------------------- selective prediction
@@ -1154,6 +1239,7 @@ SWEEP = frozenset(
         *("aurc", "prediction_rejection_ratio.quality", "aurc.groups"),
         *("hle_calibration_error", "helm_calibration", "temperature_tuned"),
         *("recalibrated", "calibration_refinement"),
+        *("dece_loss", "heldout_objective", "meta_calibration.step", "saturation_stats"),
     }
 )
 
@@ -1209,6 +1295,11 @@ RESULT_TYPES = {
     presets.HelmCalibration: "helm_calibration",
     jaxcal.CalibrationRefinement: "calibration_refinement",
     presets.TemperatureTuned: "temperature_tuned",
+    losses.BatchIndices: "heldout_batch_indices",
+    losses.HeldoutTerms: "heldout_objective (its aux output)",
+    losses.MetaCalibrationInfo: "meta_calibration's step",
+    losses.MetaCalibrationState: "meta_calibration's init and step",
+    losses.SaturationStats: "saturation_stats, heldout_objective",
     streaming.SummaryReplicates: (
         "array_state, parquet_state with replicates='summary' (host I/O, no public call in JAX)"
     ),
@@ -1223,6 +1314,7 @@ NOT_TRANSFORMED = {
     jaxcal.presets: "a namespace",
     jaxcal.streaming: "a namespace",
     jaxcal.Calibrator: "a NamedTuple of two functions (the entries call them)",
+    losses.MetaCalibration: "a NamedTuple of two functions (meta_calibration.step calls them)",
     streaming.CalibrationMetric: "the class clu_metric configures (its entry calls it)",
     streaming.to_arrow: "builds a pyarrow.Table on the host (device_get of the state)",
     streaming.from_arrow: "reads a pyarrow.Table on the host into a state",

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,3 +70,60 @@ def test_quick_run_regenerates_the_docs_block(tmp_path):
     assert "floor: jax.jit sum(probs), sum(labels)" in text
     assert "`python benchmarks/run_all.py --quick --only ece --write-docs`" in text
     assert (tmp_path / "results" / "ece.md").read_text().startswith("### Confidence ECE")
+
+
+def _train_module(name):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+def test_train_calibration_selection_rule_and_holm():
+    """The rule: lowest validation ECE within 1 point of CE's validation accuracy."""
+    pytest.importorskip("scipy")
+    rep = _train_module("_train_report")
+    s = 4
+    ce = rep.Run({}, {"val accuracy": np.full((1, s), 0.90)})
+    arm = rep.Run(
+        {},
+        {
+            "val accuracy": np.array([[0.90] * s, [0.885] * s, [0.95] * s]),
+            "val ECE": np.array([[0.05] * s, [0.01] * s, [0.03] * s]),
+            "val+TS ECE": np.array([[0.02] * s, [0.03] * s, [0.01] * s]),
+        },
+    )
+    runs = {"CE": ce, "x": arm}
+    assert rep.select(runs, "x", ts=False) == (2, True)  # 0.885 is 1.5 points below CE
+    assert rep.select(runs, "x", ts=True) == (2, True)
+    arm.a["val accuracy"][:] = 0.5
+    assert rep.select(runs, "x", ts=False) == (0, False)  # none qualifies: best accuracy
+    adjusted = rep.holm([0.01, 0.04, 0.03, 0.5])
+    np.testing.assert_allclose(adjusted, [0.04, 0.09, 0.09, 0.5])  # Holm by hand
+    c = rep.paired("d", "x", np.array([-0.02, -0.01, -0.03, -0.02]))
+    assert c.high < 0 and c.p < 0.05
+
+
+@pytest.mark.slow  # compiles the training of every arm: ~2 minutes on a loaded machine
+def test_train_calibration_smoke_run_resumes_and_reports(tmp_path):
+    pytest.importorskip("sklearn")
+    script = ROOT / "benchmarks" / "train_calibration.py"
+    argv = [sys.executable, str(script), "--smoke", "--datasets", "digits", "--out", str(tmp_path)]
+    run = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    files = sorted(p.stem for p in (tmp_path / "digits").glob("*.npz"))
+    assert len(files) == 11 and "CE + early stopping" in files and "meta-calibration" in files
+    again = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert again.returncode == 0 and "digits /" not in again.stdout  # resumed: nothing rerun
+    rep = _train_module("_train_report")
+    text = rep.report(tmp_path)
+    for title in ("## E1", "## E2", "## Accuracy", "## Regime logs", "## Every grid point"):
+        assert title in text
+    assert "| mmce (held-out) |" in text and "CE + TS (temperature scaling alone)" in text
+    z = np.load(tmp_path / "digits" / "mmce (held-out).npz")
+    assert z["test ECE"].shape == (6, 2) and z["log train_ECE"].shape == (6, 2, 24)
+    assert np.all(np.isfinite(z["test+TS ECE"])) and np.all(z["sat all_correct"] <= 1)

@@ -47,8 +47,9 @@ PAGES = {
     ),
     "losses": (
         "losses",
-        "Training objectives on logits: calibration regularisers and focal loss, for ``jit``, "
-        "``vmap`` and ``grad``.",
+        "Training objectives on logits: calibration regularisers (soft-binned ECE, MMCE, DCA, "
+        "DECE) and focal loss, for ``jit``, ``vmap`` and ``grad``; their held-out form and "
+        "meta-calibration as pure training-step helpers; a saturation diagnostic to log.",
     ),
     "streaming": (
         "streaming",
