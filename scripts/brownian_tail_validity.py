@@ -17,6 +17,7 @@ at t = 1e-4 rest on a few dozen events and are good to about +-30 %).
 from __future__ import annotations
 
 import argparse
+import itertools
 
 import jax
 import numpy as np
@@ -57,11 +58,11 @@ def main() -> None:
     jax.config.update("jax_enable_x64", True)
     rng = np.random.default_rng(args.seed)
     worst = {}
-    for name, draw in DISTRIBUTIONS.items():
+    for draw in DISTRIBUTIONS.values():
         out = [simulate(draw, rows, args.runs, rng) for rows in ROWS]
         gamma = np.concatenate([g for g, _ in out])
         p = np.concatenate([q for _, q in out])
-        for low, high in zip(BUCKETS[:-1], BUCKETS[1:], strict=True):
+        for low, high in itertools.pairwise(BUCKETS):
             inside = (gamma >= low) & (gamma < high)
             if inside.sum() < 20_000:
                 continue
