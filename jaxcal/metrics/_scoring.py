@@ -87,7 +87,10 @@ def brier_score(
       n_groups: the number of segments G, static; required with integer ``groups``.
 
     Returns:
-      0-d array, or ``(G,)`` with ``groups`` (an empty segment gives 0).
+      0-d array, or ``(G,)`` with ``groups`` (an empty segment gives 0: kept on purpose,
+      the rule of every metric for zero total weight, finite and differentiable under
+      ``jit``; it is no perfect score, so read a segment's size beside it, e.g. the
+      ``counts`` of :func:`jaxcal.reliability_curve` with the same ``groups``).
 
     Example:
       >>> import jax.numpy as jnp
@@ -136,7 +139,9 @@ def log_loss(
 
     ``groups`` (integer ids ``(N,)`` in ``[0, n_groups)`` with a static ``n_groups``, or a
     boolean membership matrix ``(N, G)``): the ``(G,)`` log losses of the segments, each
-    the weighted mean over its rows alone, in one call; an empty segment gives 0.
+    the weighted mean over its rows alone, in one call; an empty segment gives 0 (zero
+    total weight, the rule of every metric: no perfect score; read the segment's size
+    beside it, as for :func:`jaxcal.brier_score`).
 
     Example:
       >>> import jax.numpy as jnp

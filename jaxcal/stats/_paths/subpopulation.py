@@ -137,6 +137,11 @@ def subpopulation_test(
 
     Validation runs only on concrete inputs; under ``jit``/``vmap`` it is skipped.
 
+    The p-values are asymptotic (Brownian laws): for a small subpopulation, or one of rare
+    events, they are too small; the validity condition of the cumulative tests (a
+    skewness ``|gamma| <= 0.15`` of the subpopulation's sum of steps, about 45 expected
+    events and non-events) is stated in :func:`jaxcal.stats.multicalibration_error`.
+
     Example:
       >>> import jax.numpy as jnp
       >>> s = jnp.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
