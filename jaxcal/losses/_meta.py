@@ -19,6 +19,10 @@ from jaxcal.losses._heldout import _unpack, cross_entropy
 #: (label smoothing: the authors' clamp to [0, 0.5]).
 HYPER_BOUNDS = {"label_smoothing": (0.0, 0.5), "temperature": (0.05, 20.0), "l2": (0.0, 1.0)}
 
+#: Default Adam learning rate of the hyperparameters: ``benchmarks/train_calibration.py``
+#: chose it over the authors' 1e-3 on validation (meta_calibration's docstring).
+HYPER_LEARNING_RATE = 1e-2
+
 #: The authors' meta-objective: cross-entropy + 0.5 * DECE (``train_utils.py``).
 META_WEIGHT = 0.5
 
@@ -152,14 +156,21 @@ def meta_calibration(
        ``M(h) = CE(f(theta', x_c), y_c) + meta_weight * R(f(theta', x_c), y_c)`` with R
        the differentiable ECE (:func:`~jaxcal.losses.dece_loss` by default; the authors
        use CE + 0.5 DECE), whose ``jax.grad`` in h runs back through the look-ahead;
-    3. update ``h`` with ``hyper_optimizer`` (default ``optax.adam(1e-3)``, the authors'
-       meta-optimiser) and project it into its box (``optax.projections.projection_box``);
+    3. update ``h`` with ``hyper_optimizer`` (default ``optax.adam(1e-2)``) and project it
+       into its box (``optax.projections.projection_box``);
     4. the ordinary update of ``theta`` with ``optimizer`` on ``L_train(theta, h_new)``.
 
     The built-in ``L_train`` is :func:`~jaxcal.losses.hyper_cross_entropy` (keys
     ``"label_smoothing"``, ``"temperature"``) plus ``l2/2 * ||theta_masked||^2`` for the
     key ``"l2"`` (the authors' learnable L2 acts on the last layer). Boxes by default:
     label smoothing [0, 0.5] (the authors' clamp), temperature [0.05, 20], l2 [0, 1].
+    Evidence (``benchmarks/train_calibration.py``, the guide "Training with a calibration
+    objective"; ten paired seeds, learnable label smoothing from 0): no significant
+    decrease of the test ECE on any data set, before or after temperature scaling, and
+    0.5-1 point of accuracy lost; on an under-trained, already calibrated MNIST-1D
+    network it raised the ECE by 0.040. The authors' gains were on ResNets trained for
+    350 epochs with augmentation, a regime that experiment does not cover.
+
     Each step costs about three forward-backward passes of a batch (look-ahead,
     hypergradient, update).
 
@@ -170,7 +181,9 @@ def meta_calibration(
         ``params -> mask``): True for the leaves the look-ahead updates.
       lookahead_learning_rate: eta of the look-ahead step (the authors use the current
         SGD learning rate; with Adam for theta, a step of the size one SGD step would take).
-      hyper_optimizer: the hparams' optax optimizer; default ``optax.adam(1e-3)``.
+      hyper_optimizer: the hparams' optax optimizer; default ``optax.adam(1e-2)``: the
+        experiment's choice on validation between the authors' ``adam(1e-3)`` (their runs
+        take 350 epochs) and ``adam(1e-2)``, on every non-memorising data set.
       meta_weight: the factor of the calibration loss in the meta-objective.
       calibration_loss: ``R(logits, labels) -> scalar``, differentiable.
       bounds: ``{key: (lower, upper)}`` overriding the boxes (required for the keys of a
@@ -211,7 +224,7 @@ def meta_calibration(
     for name, tx in (("optimizer", optimizer), ("hyper_optimizer", hyper_optimizer)):
         if tx is not None and not isinstance(tx, optax.GradientTransformation):
             raise ValueError(f"`{name}` must be an optax GradientTransformation; got {tx!r}.")
-    hyper_tx = optax.adam(1e-3) if hyper_optimizer is None else hyper_optimizer
+    hyper_tx = optax.adam(HYPER_LEARNING_RATE) if hyper_optimizer is None else hyper_optimizer
     boxes = dict(HYPER_BOUNDS if train_loss is None else {})
     boxes.update(bounds or {})
 
