@@ -1137,6 +1137,18 @@ RECALIBRATED = [
         (*_PLW, FIXED),
         skip=_FOLDS,
         **_FIT_TOL,
+        # a new metric partial and a new calibrator object per call: compiled once
+        rebuild=lambda: (
+            lambda p, y, w, key: jaxcal.stats.recalibrated(
+                functools.partial(jaxcal.ece),
+                C.temperature_scaling(),
+                p,
+                y,
+                key=key,
+                n_folds=3,
+                weights=w,
+            )
+        ),
     ),
     Entry(
         "calibration_refinement",

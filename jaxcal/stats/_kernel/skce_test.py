@@ -199,7 +199,7 @@ def skce_test(
     * ``"distribution_free"`` (``DistributionFreeSKCETest``): bounds that hold at any n,
       conservative. For ``estimator="unbiased"`` or ``"block"``: p = exp(-floor(n/2)
       (max(SKCE, 0) / B)^2 / 2) (Hoeffding's bound for U-statistics); ``"biased"``:
-      p = exp(-max(sqrt(n SKCE_b / B) - 1, 0)^2 / 2); B = 2 bounds |h_ij| for the kernels
+      p = exp(-max(sqrt(n SKCE_b / B) - 1, 0)^2 / 2); B = 2 bounds ``|h_ij|`` for the kernels
       here. The reference squares a negative unbiased estimate too (a small p-value for
       SKCE < 0); here a negative estimate gives p = 1.
 
