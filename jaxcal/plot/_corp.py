@@ -145,8 +145,9 @@ def corp_diagram(
       >>> p = rng.uniform(size=300)
       >>> y = (rng.uniform(size=300) < p).astype(np.int32)
       >>> d = corp_diagram(p, y, label="model", n_resamples=50)
-      >>> d.ax.get_legend().get_texts()[0].get_text()[:19]
-      'model: Brier: MCB ='
+      >>> texts = [t.get_text() for t in d.ax.get_legend().get_texts()]
+      >>> sorted(t[:21] for t in texts)  # the curve, its band, the diagonal
+      ['model: 90% band of a ', 'model: Brier: MCB = 0', 'perfectly calibrated']
 
     References:
       Dimitriadis, Gneiting & Jordan (2021), "Stable reliability diagrams for

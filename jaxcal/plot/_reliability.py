@@ -197,8 +197,9 @@ def reliability_diagram(
       >>> p = rng.uniform(size=200)
       >>> y = (rng.uniform(size=200) < p).astype(np.int32)
       >>> d = reliability_diagram(p, y, n_bins=5, label="model", n_resamples=100)
-      >>> d.ax.get_legend().get_texts()[1].get_text()[:13]
-      'model (ECE = '
+      >>> texts = [t.get_text() for t in d.ax.get_legend().get_texts()]
+      >>> sorted(t[:13] for t in texts)  # the markers, their band, the diagonal
+      ['model (ECE = ', 'model: 95% ba', 'perfectly cal']
       >>> import io
       >>> d.figure.savefig(io.BytesIO(), format="png")
 

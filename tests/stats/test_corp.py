@@ -82,3 +82,13 @@ def test_ci_jits():
     assert_close(
         np.array(out), np.array(score_decomposition_ci(P, Y, key=KEY, n_resamples=20).high)
     )
+
+
+def test_one_resample_is_refused_as_documented():
+    """D3: the docstrings said R >= 1; R = 1 raises "must be at least 2"."""
+    for fn in (corp_bands, score_decomposition_ci):
+        assert "n_resamples: R >= 2" in fn.__doc__ and "R >= 1" not in fn.__doc__
+        with pytest.raises(ValueError, match="at least 2"):
+            fn(np.array([0.2, 0.7]), np.array([0, 1]), key=jax.random.key(0), n_resamples=1)
+        with pytest.raises(ValueError, match=r"jax\.random\.key\(0\)"):  # E8: on purpose
+            fn(np.array([0.2, 0.7]), np.array([0, 1]), key=0, n_resamples=8)
