@@ -203,7 +203,8 @@ def skce(
               = 2 \\sum_i a_i\\, e^{-(x_i - x_{i-1})/h}\\, L_{i-1}.
 
     Everything else is an O(N^2 K) double sum in 1024 x 1024 tiles (never an (N, N)
-    array: N = 1e5, K = 10 runs in about 10 s on 2 CPU cores). In float32 the U-statistic
+    array: N = 1e5, K = 10 took 26 s on 2 loaded CPU cores, a blocked NumPy port 625 s;
+    ``benchmarks/bench_kernel_ce.py``). In float32 the U-statistic
     of a large calibrated sample is a small difference of large sums: expect a relative
     error of order 1e-7 N; use ``jax_enable_x64`` for N beyond ~1e4 when the digits matter.
 
