@@ -192,14 +192,15 @@ def compact_table(all_runs, endpoint: str) -> str:
 def compact_regime_table(all_runs) -> str:
     """Per data set: CE's training and test accuracy and ECE at the end, and how often the
     regulariser's batch was all correct (in-batch and held-out MMCE, chosen points)."""
-    lines = ["| data set | CE train acc. | CE test acc. | CE train ECE | CE test ECE | all-correct batches: mmce (batch) | mmce (held-out) | MMCE value: batch / held-out |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = ["| data set | CE train acc. | CE test acc. | CE train ECE | CE test ECE | all-correct batches: CE | mmce (batch) | mmce (held-out) | MMCE value: batch / held-out |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for data, runs in all_runs.items():
         if CE not in runs:
             continue
         r = runs[CE]
         cells = [f"{r.a['log train_accuracy'][0, :, -1].mean():.3f}", f"{r.a['test accuracy'][0].mean():.3f}",
-                 f"{r.a['log train_ECE'][0, :, -1].mean():.3f}", f"{r.a['test ECE'][0].mean():.3f}"]  # fmt: skip
+                 f"{r.a['log train_ECE'][0, :, -1].mean():.3f}", f"{r.a['test ECE'][0].mean():.3f}",
+                 f"{r.a['sat all_correct'][0].mean():.2f}"]  # fmt: skip
         values = []
         for arm in ("mmce (batch)", "mmce (held-out)"):
             if arm in runs:
@@ -239,8 +240,9 @@ def guide(results: Path) -> str:
          "−1 point margin (the interval reaches below −1):",
          compact_table(all_runs, "accuracy"),
          "**Regime logs**: the cross-entropy network's training and test accuracy and ECE at "
-         "the end, and, on the batches `mmce_loss` saw (chosen grid points), the share of "
-         "all-correct batches and the mean MMCE_w:",
+         "the end; the share of all-correct batches among the training batches of "
+         "cross-entropy and among the batches `mmce_loss` saw (in-batch and held-out, chosen "
+         "grid points), and the mean MMCE_w on them:",
          compact_regime_table(all_runs),
          f"Training time (all arms, grid points and seeds of a data set): {timing(all_runs)}."]
     )  # fmt: skip
