@@ -122,8 +122,8 @@ def stream_state(
 def _numbers(values: np.ndarray, name: str, start: int) -> np.ndarray:
     """``values`` as a numeric array, or a ValueError naming ``name`` (text, lists)."""
     values = np.asarray(values)
-    if values.dtype.kind in "biuf":
-        return values
+    if values.dtype.kind in "biuf" or jax.numpy.issubdtype(values.dtype, jax.numpy.floating):
+        return values  # ml_dtypes' bfloat16 is no NumPy float kind
     kind = {"U": "text", "S": "bytes", "O": "Python objects (lists, text or None)"}.get(
         values.dtype.kind, f"dtype {values.dtype}"
     )
@@ -139,7 +139,8 @@ def integer_labels(y: np.ndarray, name: str = "`labels`", start: int = 0) -> np.
     never truncated to 0/1, the check ``jaxcal.ece`` makes); ``name`` is what the message
     names (a Parquet column), ``start`` the row number of ``y[0]`` in the input."""
     y = _numbers(y, name, start)
-    if y.dtype.kind == "f":
+    if y.dtype.kind not in "biu":  # floats, bfloat16 included
+        y = y.astype(np.float64)
         bad = ~np.isfinite(y) | (y != np.round(y))
         if bad.any():
             i = int(np.argmax(bad))
@@ -147,12 +148,10 @@ def integer_labels(y: np.ndarray, name: str = "`labels`", start: int = 0) -> np.
                 f"{name} must hold integer labels; got {float(y[i])!r} at row {start + i:,} (soft or "
                 "fractional labels are not truncated: round them, or pick the label column)."
             )
-    elif (
-        y.dtype.kind in "iu"
-        and y.size
-        and (y.min() < np.iinfo(np.int32).min or y.max() > np.iinfo(np.int32).max)
-    ):
-        raise ValueError(f"{name} must hold labels in [0, K); got {y.min()} to {y.max()}.")
+    if y.dtype.kind != "b" and y.size and (y.min() < -(2**31) or y.max() >= 2**31):
+        # int32 would wrap them into range (2**32 + 1 reads 1): out of [0, K) anyway.
+        bad = y.min() if y.min() < 0 else y.max()
+        raise ValueError(f"{name} must hold labels in [0, K); got {bad} (beyond int32).")
     return y.astype(np.int32)
 
 

@@ -75,7 +75,7 @@ CSV = "p0,p1,label\n0.75,0.25,0\n0.5,0.5,1\n"
 CASES = [
     ("no input", lambda t: [], "give either FILE(s) or --demo"),
     ("absent file", lambda t: [str(t / "absent.npz")], "cannot read as .npz"),
-    ("empty folder", lambda t: [_mkdir(t, "folder")], "no label column"),
+    ("empty folder", lambda t: [_mkdir(t, "folder")], "no Parquet file (.parquet) in this folder"),  # C4
     ("empty npz", lambda t: [_raw(t, "empty.npz", b"")], "cannot read as .npz"),
     ("empty csv", lambda t: [_raw(t, "empty.csv", b"")], "needs a header row"),
     ("header-only csv", lambda t: [_text(t, "header.csv", "p0,p1,label\n")], "at least one data row"),
@@ -112,7 +112,7 @@ CASES = [
     ("bad --seed", lambda t: [_npz(t, "ok.npz", probs=P2, labels=Y2), "--seed", str(2**63)], "--seed must be an integer >= 0"),
     ("negative --seed", lambda t: [_npz(t, "ok.npz", probs=P2, labels=Y2), "--seed", "-5"], "--seed must be an integer >= 0"),
     ("--bins 0", lambda t: [_npz(t, "ok.npz", probs=P2, labels=Y2), "--bins", "0"], "--bins must be an integer >= 1"),
-    ("--resamples 1", lambda t: [_npz(t, "ok.npz", probs=P2, labels=Y2), "--resamples", "1"], "--resamples must be an integer >= 2"),
+    ("--resamples 1", lambda t: [_npz(t, "ok.npz", probs=P2, labels=Y2), "--resamples", "1"], "--resamples must be >= 2 for the in-memory report"),
     ("--folds 1", lambda t: [_npz(t, "ok.npz", probs=P2, labels=Y2), "--folds", "1"], "--folds must be an integer >= 2"),
     ("--fit on too few", lambda t: [_npz(t, "ok.npz", probs=P2, labels=Y2), "--fit"], "needs at least 10 samples"),
     ("unwritable --json", lambda t: [_npz(t, "ok.npz", probs=P2, labels=Y2), "--json", str(t / "no" / "x.json")], "does not exist"),

@@ -125,7 +125,10 @@ def _bad_files(tmp):
         ([str(tmp / "objects.npy"), "--labels", str(tmp / "scores.npy")], "cannot read the scores"),
         ([str(tmp / "scores.npy"), "--probs", "x", "--labels", "y.npy"], "take no column names"),
         ([str(tmp / "ok.npz"), "--folds", "1"], "--folds must be an integer >= 2"),
-        ([str(tmp / "ok.npz"), "--resamples", "0"], "--resamples must be an integer >= 2"),
+        (
+            [str(tmp / "ok.npz"), "--resamples", "0"],
+            "--resamples must be >= 2 for the in-memory report",
+        ),
         (
             [str(tmp / "ok.npz"), "--plot", str(tmp / "x.jpg")],
             "--plot must end in .png, .pdf or .svg",

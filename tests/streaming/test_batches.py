@@ -121,3 +121,15 @@ def test_float_labels_must_be_whole_numbers():
     np.testing.assert_array_equal(integer_labels(np.array([True, False])), [1, 0])
     with pytest.raises(ValueError, match="must hold numbers; got text"):
         integer_labels(np.array(["yes", "no"]))
+
+
+def test_labels_beyond_int32_and_bfloat16_labels():
+    """int32 would wrap 2**32 + 1 to 1; bfloat16 (no NumPy float kind) is checked too."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    for y in (np.array([0, 2**32 + 1]), np.array([0.0, 3e9])):
+        with pytest.raises(ValueError, match="beyond int32"):
+            integer_labels(y)
+    with pytest.raises(ValueError, match="got 0.5 at row 1"):
+        integer_labels(np.array([1.0, 0.5]).astype(ml_dtypes.bfloat16))
+    p = np.array([0.1, 0.8], np.float32).astype(ml_dtypes.bfloat16)
+    assert streaming.array_state(p, np.array([0, 1]), n_bins=2).rows == 2
