@@ -129,7 +129,7 @@ def test_labels_beyond_int32_and_bfloat16_labels():
     for y in (np.array([0, 2**32 + 1]), np.array([0.0, 3e9])):
         with pytest.raises(ValueError, match="beyond int32"):
             integer_labels(y)
-    with pytest.raises(ValueError, match="got 0.5 at row 1"):
+    with pytest.raises(ValueError, match=r"got 0\.5 at row 1"):
         integer_labels(np.array([1.0, 0.5]).astype(ml_dtypes.bfloat16))
     p = np.array([0.1, 0.8], np.float32).astype(ml_dtypes.bfloat16)
     assert streaming.array_state(p, np.array([0, 1]), n_bins=2).rows == 2
