@@ -106,6 +106,33 @@ def pytest_runtest_call(item):
         return (yield)
 
 
+# The settings above, which every test must leave as it found them: a global
+# ``jax.config.update("jax_enable_x64", True)`` in one test (a benchmark helper once did)
+# turned every later doctest of that worker float64, far from the cause.
+_GLOBAL_JAX_CONFIG = ("jax_enable_x64", "jax_numpy_dtype_promotion", "jax_numpy_rank_promotion")
+
+
+@pytest.fixture(autouse=True)
+def _global_jax_config_unchanged(request):
+    """Fail the test that changes JAX's global configuration, and put it back."""
+    before = {name: getattr(jax.config, name) for name in _GLOBAL_JAX_CONFIG}
+    yield
+    changed = {
+        name: (value, getattr(jax.config, name))
+        for name, value in before.items()
+        if getattr(jax.config, name) != value
+    }
+    for name, (value, _) in changed.items():
+        jax.config.update(name, value)
+    if changed:
+        pytest.fail(
+            f"{request.node.nodeid} changed JAX's global configuration {changed} "
+            "(before, after); use a context manager (jax.enable_x64, "
+            "jax.numpy_dtype_promotion) local to the test instead",
+            pytrace=False,
+        )
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _release_compiled_code():
     """Free every compiled executable after each test module.

@@ -89,14 +89,15 @@ def paired(data: str, arm: str, diff: np.ndarray) -> Comparison:
 def holm(ps: list[float]) -> np.ndarray:
     """Holm's step-down adjusted p-values, through jaxcal's ``holm_log`` (float64 logs)."""
     import jax
-
-    jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
     from jaxcal.stats._paths.multicalibration import holm_log
 
-    log_p = jnp.log(jnp.maximum(jnp.asarray(ps, jnp.float64), 1e-300))
-    return np.exp(np.asarray(holm_log(log_p)))
+    # Local to the call: a global config update here leaked float64 into every test that
+    # ran after this one in the same pytest worker (CI's doctests then printed float64).
+    with jax.enable_x64(True):
+        log_p = jnp.log(jnp.maximum(jnp.asarray(ps, jnp.float64), 1e-300))
+        return np.exp(np.asarray(holm_log(log_p)))
 
 
 def bonferroni_interval(c: Comparison, m: int) -> tuple[float, float]:
