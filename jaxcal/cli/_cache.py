@@ -15,8 +15,9 @@ turn it off. (It was opt-in while a binary model's stored report crashed the pro
 loaded it, SIGSEGV: jaxlib fills its LAPACK custom-call targets only when JAX first lowers
 a linalg op, which a process that only loads executables never does. ``_kernels._load``
 now fills them first; only executables whose custom calls are all on an allow-list, those
-LAPACK targets, are stored (``storable_targets()``: a Python host
-callback, as in the sorts of N >= 1024 rows, is compiled again in each run); and every
+LAPACK targets, are stored (``storable_targets()``; a Python host callback
+cannot be, so inputs of up to 2**16 rows are traced with XLA's sorts instead of NumPy's,
+``STORED_SORT_MAX_ROWS``, and only larger ones compile again in each run); and every
 kernel kind round-trips through a fresh process: tests/cli/test_cache.py.) The streamed
 report (Parquet, ``--stream``) and ``--by``, ``--plot`` compile with plain ``jax.jit``
 and store nothing. Entries are keyed by the program, the compiler options, the versions

@@ -160,7 +160,12 @@ def _round_trip_cases(tmp_path) -> dict[str, tuple[list[str], dict[str, str]]]:
     np.savez(tmp_path / "multi.npz", probs=q, labels=rng.integers(0, 3, 20).astype(np.int32))
     np.savez(tmp_path / "one.npz", probs=p[:1], labels=y[:1])
     np.savez(tmp_path / "three.npz", probs=q[:3], labels=np.array([0, 2, 1], np.int32))
-    files = {n: str(tmp_path / f"{n}.npz") for n in ("binary", "half", "multi", "one", "three")}
+    big = rng.uniform(0.02, 0.98, 3000).astype(np.float32)  # sorts of >= 1024 rows
+    np.savez(
+        tmp_path / "large.npz", probs=big, labels=(rng.uniform(size=3000) < big).astype(np.int32)
+    )
+    names = ("binary", "half", "multi", "one", "three", "large")
+    files = {n: str(tmp_path / f"{n}.npz") for n in names}
     return {
         # Binary (clinical block: LAPACK) and multiclass reports, the uncalibrated scores
         # and all nine calibrators: temperature scaling on logits (binary) and on
@@ -174,6 +179,8 @@ def _round_trip_cases(tmp_path) -> dict[str, tuple[list[str], dict[str, str]]]:
         "tiny": ([files["one"], files["three"]], {}),
         # JAX_ENABLE_X64 (a user's environment) changes the programs.
         "x64": ([files["binary"]], {"JAX_ENABLE_X64": "1"}),
+        # N = 3000: traced with XLA's sorts (no host callback), so stored too (issue 30).
+        "large": ([files["large"]], {}),
     }
 
 
@@ -182,6 +189,7 @@ _STORED = {
     "fit": {"report": 2, "uncalibrated": 2, "cross_fit": 14},
     "tiny": {"report": 2},
     "x64": {"report": 1},
+    "large": {"report": 1},
 }
 
 
