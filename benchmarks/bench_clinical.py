@@ -1,6 +1,6 @@
 """Venn-Abers and the loess ICI: jaxcal against the venn-abers package and statsmodels.
 
-Two cases, side by side in one run (interleaved, steady-state medians after a warm-up):
+Three cases, side by side in one run (interleaved, steady-state medians after a warm-up):
 
 1. Venn-Abers fit + apply, 50k calibration and 50k test scores (float32 for jaxcal,
    float64 for the package, which needs it), on several data sets: the package's cost
@@ -12,6 +12,7 @@ Two cases, side by side in one run (interleaved, steady-state medians after a wa
    and its four summaries, jitted) against statsmodels' ``lowess(y, p, frac=0.75, it=0,
    delta=0)`` (the fit alone). statsmodels is O(N^2) and takes about a minute: it is
    timed once (``Timing.repeats`` 0).
+3. ``jaxcal.ici`` (loess) at N = 1e4, 1e5, 1e6 against ``np.sort`` of the N scores.
 
     python benchmarks/bench_clinical.py                     # the issue's sizes
     python benchmarks/bench_clinical.py --quick             # small sizes, seconds
@@ -125,6 +126,28 @@ def bench_loess(n: int, repeats: int, clock: str) -> None:
     print(f"   ratio {b.median / a.median:.0f}x; ICI {ici_ours:.6f} vs {ici_sm:.6f}")
 
 
+def bench_ici_scaling(sizes, repeats: int, clock: str) -> None:
+    """``jaxcal.ici`` (loess) at several N against ``np.sort`` of the N scores (the floor
+    of anything that orders them): O(N log N) shows as a ratio that grows like log N."""
+    print("\n3. ICI (loess, frac 0.75) by N, against np.sort of the N float32 scores")
+    print(f"   {'N':>9s} {'ici ms':>10s} {'compile s':>9s} {'np.sort ms':>10s} {'ratio':>7s}")
+    for n in sizes:
+        rng = np.random.default_rng(2)
+        p = rng.beta(2, 5, n).astype(np.float32)
+        y = (rng.random(n) < np.clip(1.2 * p, 0, 1)).astype(np.int32)
+        pj, yj = jnp.asarray(p), jnp.asarray(y)
+        ours = jax.jit(lambda p, y: jaxcal.ici(p, y))
+        compile_s = sum(compile_seconds(ours, pj, yj))
+        jax.block_until_ready(ours(pj, yj))
+        cases = {
+            "ici": lambda f=ours, a=pj, b=yj: f(a, b),
+            "sort": lambda p=p: np.sort(p),
+        }
+        t = time_interleaved(cases, repeats=repeats, budget_s=10.0, clock=clock)
+        a, b = t["ici"].median, t["sort"].median
+        print(f"   {n:9,d} {fmt_ms(a):>10s} {compile_s:9.2f} {fmt_ms(b):>10s} {a / b:7.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, seconds")
@@ -132,6 +155,7 @@ def main() -> None:
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     parser.add_argument("--n-venn-abers", type=int, help="calibration = test size")
     parser.add_argument("--n-loess", type=int, help="ICI sample size")
+    parser.add_argument("--ici-sizes", type=int, nargs="+", help="sizes of the ICI scaling")
     args = parser.parse_args()
     start = time.perf_counter()
     n_va, n_loess = (5_000, 5_000) if args.quick else (50_000, 100_000)
@@ -139,6 +163,8 @@ def main() -> None:
     print(f"clock: {args.clock}")
     bench_venn_abers(n_va, args.repeats, args.clock)
     bench_loess(n_loess, args.repeats, args.clock)
+    sizes = args.ici_sizes or ((1_000, 10_000) if args.quick else (10_000, 100_000, 1_000_000))
+    bench_ici_scaling(sizes, args.repeats, args.clock)
     print(f"\n{environment()}; total {time.perf_counter() - start:.0f} s")
 
 

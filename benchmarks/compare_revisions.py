@@ -125,6 +125,18 @@ CASES = {
         "f = jax.jit(jaxcal.coverage.regression_coverage_score)\n"
         "call = lambda: f(B6, B6 - 0.1, B6 + W6 * 0.2)"
     ),
+    "ece conf K=100 2e5 (jit)": (
+        "Pw = jnp.asarray(softmax_rows(200_000, 100)); Yw = jnp.asarray(rng.integers(0, 100, 200_000))\n"
+        "f = jax.jit(jaxcal.ece); call = lambda: f(Pw, Yw)"
+    ),
+    "top_label_ece K=1000 5e4 (jit)": (
+        "Pw = jnp.asarray(softmax_rows(50_000, 1000)); Yw = jnp.asarray(rng.integers(0, 1000, 50_000))\n"
+        "f = jax.jit(jaxcal.top_label_ece); call = lambda: f(Pw, Yw)"
+    ),
+    "ici loess 1e5 (jit)": "f = jax.jit(jaxcal.ici); call = lambda: f(B5, YB5)",
+    "isotonic fit, new factory per call, 1e4": (
+        "call = lambda: jaxcal.calibrators.isotonic().fit(B4, YB4)"
+    ),
     "regression_ssc 1e5 (jit)": (
         "f = jax.jit(jaxcal.coverage.regression_ssc)\ncall = lambda: f(B5, B5 - 0.1, B5 + W6[:100_000])"
     ),

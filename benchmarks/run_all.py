@@ -3,8 +3,8 @@
 Each comparison script (``bench_ece.py``, ``bench_tests.py``, ``bench_bootstrap.py``,
 ``bench_calibrators.py``, ``bench_affine.py``, ``bench_soft.py``, ``bench_coverage.py``,
 ``bench_streaming.py``, ``bench_corp.py``, ``bench_inputs.py``, ``bench_startup.py``,
-``bench_selective.py``, ``bench_widek.py``, ``bench_kernel_ce.py``) runs in its own
-process, as it would alone, and writes its
+``bench_selective.py``, ``bench_widek.py``, ``bench_kernel_ce.py``, ``bench_factories.py``)
+runs in its own process, as it would alone, and writes its
 results as JSON (``--json``, the :class:`_timing.Table` format); ``bench_streaming.py``
 runs each implementation in a process of its own. This driver renders one Markdown table
 per :class:`~_timing.Table`, with the same columns everywhere:
@@ -15,7 +15,8 @@ per :class:`~_timing.Table`, with the same columns everywhere:
 * ÷ floor: this row's median over the floor's, a jitted read of the same inputs (one sum
   each; ``np.sort`` of the packed (score bits, label) keys for the sort-based tests);
 * ÷ NAME: where a table names more floors (``bench_widek.py``: the read with the row
-  max, NumPy's max + argmax), its median over each of them;
+  max, NumPy's max + argmax; ``bench_factories.py``: refitting one calibrator object),
+  its median over each of them;
 * compile s: trace + lower + XLA compile of a new shape, for jaxcal's rows, apart from
   the steady state.
 
@@ -68,6 +69,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "widek": ([], ["--mb", "4", "--repeats", "2", "--budget-s", "0.05"]),
     "kernel_ce": ([], ["--quick"]),
+    "factories": ([], ["--n", "2000", "--repeats", "2", "--budget-s", "0.05"]),
 }
 #: Scripts that take --clock (bench_streaming.py times whole subprocess runs by wall clock).
 CLOCKED = set(SCRIPTS) - {"streaming"}

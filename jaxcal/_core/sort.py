@@ -40,7 +40,9 @@ are not written to JAX's persistent compilation cache.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -297,10 +299,31 @@ def _xla_sort(keys: jax.Array) -> jax.Array:
     return lax.sort(keys, dimension=keys.ndim - 1)
 
 
+_DEVICE_ONLY = threading.local()  # .active: sorts traced now stay in XLA (device_sorts())
+
+
+@contextlib.contextmanager
+def device_sorts():
+    """Sorts traced in this block (this thread) stay in XLA, on every backend.
+
+    For programs that must not call back into Python: an executable with a host callback
+    cannot be serialised and loaded in another process, so ``jaxcal report``'s stored
+    kernels are traced in this block (``jaxcal/cli/_kernels.py``), at the price of XLA's
+    slower sorts on CPU (at most 5x NumPy's; the command line does it for inputs of up
+    to ``STORED_SORT_MAX_ROWS`` rows, where compiling costs more than sorting).
+    """
+    before = getattr(_DEVICE_ONLY, "active", False)
+    _DEVICE_ONLY.active = True
+    try:
+        yield
+    finally:
+        _DEVICE_ONLY.active = before
+
+
 def _on_host(n: int, threshold: int) -> bool:
     if n >= 2**31:
         raise ValueError(f"jaxcal sorts fewer than 2**31 keys per row; got {n}.")
-    return n >= threshold
+    return n >= threshold and not getattr(_DEVICE_ONLY, "active", False)
 
 
 # ------------------------------------------------------------------ the sorts

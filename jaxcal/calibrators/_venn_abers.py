@@ -257,7 +257,12 @@ def venn_abers(*, inputs: str = "probs", multiclass: bool = False) -> Calibrator
         def _fit(x, labels, weights):
             p = probs_of(x, inputs)
             classes = jnp.arange(p.shape[1], dtype=jnp.int32)
-            return jax.vmap(lambda col, c: venn_abers_fit(col, labels == c, weights))(p.T, classes)
+            # One class after another: the fit's sweeps are while_loops, and a vmapped
+            # while_loop selects its whole carry every step (O(K n^2) for K classes; the
+            # 10-class cross-fit of `jaxcal report --demo` ran 0.95 s against 0.2 s).
+            return jax.lax.map(
+                lambda args: venn_abers_fit(args[0], labels == args[1], weights), (p.T, classes)
+            )
 
         @jax.jit
         def _apply(params, x):

@@ -15,8 +15,9 @@ turn it off. (It was opt-in while a binary model's stored report crashed the pro
 loaded it, SIGSEGV: jaxlib fills its LAPACK custom-call targets only when JAX first lowers
 a linalg op, which a process that only loads executables never does. ``_kernels._load``
 now fills them first; only executables whose custom calls are all on an allow-list, those
-LAPACK targets, are stored (``storable_targets()``: a Python host
-callback, as in the sorts of N >= 1024 rows, is compiled again in each run); and every
+LAPACK targets, are stored (``storable_targets()``; a Python host callback
+cannot be, so inputs of up to 2**16 rows are traced with XLA's sorts instead of NumPy's,
+``STORED_SORT_MAX_ROWS``, and only larger ones compile again in each run); and every
 kernel kind round-trips through a fresh process: tests/cli/test_cache.py.) The streamed
 report (Parquet, ``--stream``) and ``--by``, ``--plot`` compile with plain ``jax.jit``
 and store nothing. Entries are keyed by the program, the compiler options, the versions
@@ -25,11 +26,15 @@ Like JAX's own cache, the entries are native code that the command loads and run
 folder must be writable by its user only (``~/.cache`` is; the command creates
 ``kernels/`` with mode 0700).
 
-JAX's own persistent compilation cache is not turned on: it skips only the XLA
-compilation (its key is the lowered program), and an executable it has read back cannot
-be written out again on XLA:CPU (the copy fails at run time with "Function ... not
+JAX's own persistent compilation cache is not turned on for the kernels: it skips only the
+XLA compilation (its key is the lowered program), and an executable it has read back
+cannot be written out again on XLA:CPU (the copy fails at run time with "Function ... not
 found"), so the two do not combine. When the user turns it on
 (``JAX_COMPILATION_CACHE_DIR``), kernels that come from it are used but not stored.
+``--plot`` is different: the plotting functions compile with plain ``jax.jit`` once every
+kernel is done, 21 programs and ~5 s of XLA compilation for the demo's three panels, so
+``plot_cache()`` turns JAX's cache on (in ``jax/`` beside ``kernels/``) just for them: a
+second ``--plot`` traces its programs and reads their compilations back.
 """
 
 from __future__ import annotations
@@ -74,3 +79,28 @@ def kernel_folder(*, no_cache: bool = False) -> Path | None:
     except OSError:  # a read-only home: run without the cache
         return None
     return folder
+
+
+def plot_cache(kernels: Path | None) -> None:
+    """Turn JAX's persistent compilation cache on in ``kernels/../jax`` (None: nothing).
+
+    Called before ``--plot`` draws, after every stored kernel has been compiled (an
+    executable read back from JAX's cache cannot be stored by ``jaxcal/cli/_kernels.py``).
+    A user's own ``JAX_COMPILATION_CACHE_DIR`` is left as it is. Every program is kept
+    (no minimum compile time or size: the plots' programs are many and small).
+    """
+    import jax
+
+    if kernels is None or jax.config.jax_compilation_cache_dir:
+        return
+    folder = kernels.parent / "jax"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        from jax._src import compilation_cache  # private: forget that no cache was set
+
+        jax.config.update("jax_compilation_cache_dir", str(folder))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        compilation_cache.reset_cache()
+    except (OSError, ImportError, AttributeError):  # no cache: the plot compiles as before
+        return

@@ -148,7 +148,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from jaxcal.cli._args import LIMITS, check_args
-from jaxcal.cli._cache import kernel_folder
+from jaxcal.cli._cache import kernel_folder, plot_cache
 from jaxcal.cli._fit import compute_fit, fit_calls
 from jaxcal.cli._format import _json_safe, _table, format_p, print_report, report_json, write_plot
 from jaxcal.cli._io import InputError, load, load_demo
@@ -364,6 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except OSError as err:
                 raise InputError(f"cannot write the JSON report to {args.json}: {err}") from err
         if args.plot is not None:
+            plot_cache(kernel_folder(no_cache=args.no_cache))
             with progress(f"writing {args.plot}"):
                 write_plot(
                     models, args.plot, n_bins=args.bins, n_resamples=args.resamples, seed=args.seed

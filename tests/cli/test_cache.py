@@ -160,7 +160,12 @@ def _round_trip_cases(tmp_path) -> dict[str, tuple[list[str], dict[str, str]]]:
     np.savez(tmp_path / "multi.npz", probs=q, labels=rng.integers(0, 3, 20).astype(np.int32))
     np.savez(tmp_path / "one.npz", probs=p[:1], labels=y[:1])
     np.savez(tmp_path / "three.npz", probs=q[:3], labels=np.array([0, 2, 1], np.int32))
-    files = {n: str(tmp_path / f"{n}.npz") for n in ("binary", "half", "multi", "one", "three")}
+    big = rng.uniform(0.02, 0.98, 3000).astype(np.float32)  # sorts of >= 1024 rows
+    np.savez(
+        tmp_path / "large.npz", probs=big, labels=(rng.uniform(size=3000) < big).astype(np.int32)
+    )
+    names = ("binary", "half", "multi", "one", "three", "large")
+    files = {n: str(tmp_path / f"{n}.npz") for n in names}
     return {
         # Binary (clinical block: LAPACK) and multiclass reports, the uncalibrated scores
         # and all nine calibrators: temperature scaling on logits (binary) and on
@@ -174,6 +179,8 @@ def _round_trip_cases(tmp_path) -> dict[str, tuple[list[str], dict[str, str]]]:
         "tiny": ([files["one"], files["three"]], {}),
         # JAX_ENABLE_X64 (a user's environment) changes the programs.
         "x64": ([files["binary"]], {"JAX_ENABLE_X64": "1"}),
+        # N = 3000: traced with XLA's sorts (no host callback), so stored too (issue 30).
+        "large": ([files["large"]], {}),
     }
 
 
@@ -182,6 +189,7 @@ _STORED = {
     "fit": {"report": 2, "uncalibrated": 2, "cross_fit": 14},
     "tiny": {"report": 2},
     "x64": {"report": 1},
+    "large": {"report": 1},
 }
 
 
@@ -215,3 +223,41 @@ def test_every_stored_kernel_kind_runs_in_a_fresh_process(tmp_path, group):
     assert all(entries[1][k] > entries[0][k] for k in entries[0])
     kinds = [name.split("-")[0] for name in entries[0]]
     assert {k: kinds.count(k) for k in set(kinds)} == _STORED[group]
+
+
+@pytest.mark.slow  # two processes that compile and draw the plots: ~30 s
+def test_plots_compile_once_across_runs(tmp_path):
+    """``--plot``'s programs (plain jax.jit, not stored kernels) go to JAX's persistent cache
+    in ``jax/`` beside ``kernels/`` (issue 30): a second run compiles none of them again."""
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0.02, 0.98, 300).astype(np.float32)
+    np.savez(tmp_path / "b.npz", probs=p, labels=(rng.uniform(size=300) < p).astype(np.int32))
+    env = {**os.environ, "JAXCAL_CACHE_DIR": str(tmp_path / "cache")}
+    for name in ("JAXCAL_NO_COMPILATION_CACHE", "JAXCAL_KERNEL_STORE", "JAX_COMPILATION_CACHE_DIR"):
+        env.pop(name, None)
+    entries = []
+    for i in range(2):
+        command = [sys.executable, "-m", "jaxcal.cli", "report", str(tmp_path / "b.npz")]
+        run = subprocess.run(
+            [*command, "--plot", str(tmp_path / f"p{i}.png")],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert (tmp_path / f"p{i}.png").stat().st_size > 0
+        entries.append(sorted(p.name for p in (tmp_path / "cache" / "jax").iterdir()))
+    assert entries[0] and entries[1] == entries[0]
+
+
+def test_the_plot_cache_leaves_a_users_jax_cache_alone(tmp_path):
+    before = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "users_own"))
+    try:
+        _cache.plot_cache(tmp_path / "kernels")
+        assert not (tmp_path / "jax").exists()
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "users_own")
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
+    _cache.plot_cache(None)  # no cache folder: nothing
+    assert jax.config.jax_compilation_cache_dir == before

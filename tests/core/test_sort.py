@@ -317,3 +317,21 @@ def test_segment_sorts_size_picks_the_path_and_reject_float_values():
         _sort.segment_sort(jnp.zeros(3, jnp.int32), jnp.zeros(3))
     with pytest.raises(ValueError, match="ids must be integers"):
         _sort.segment_argsort(jnp.zeros(3), jnp.zeros(3))
+
+
+def test_device_sorts_keep_the_sorts_in_xla():
+    """Inside ``device_sorts()`` no sort calls back into Python (the command line stores such
+    programs: issue 30); outside, large CPU sorts do. Same order either way."""
+    keys = jnp.asarray(np.random.default_rng(0).permutation(4096).astype(np.float32))
+
+    def text():
+        return jax.jit(lambda k: _sort.argsort(k)).lower(keys).as_text()
+
+    with _sort.device_sorts():
+        inside = text()
+        order = np.asarray(jax.jit(lambda k: _sort.argsort(k))(keys))
+    outside = text()
+    assert "callback" not in inside
+    if jax.default_backend() == "cpu":
+        assert "callback" in outside
+    np.testing.assert_array_equal(order, np.argsort(np.asarray(keys), kind="stable"))

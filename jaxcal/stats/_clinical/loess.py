@@ -7,15 +7,29 @@ and weights ``r_j (1 - (|x_j - x_i| / h_i)^3)^3``. A local linear fit needs five
 sums over the window; the naive loop costs O(N k) = O(N^2) (statsmodels: a minute at N =
 1e5).
 
-Here the tricube weight is expanded, 1 - 3u^3 + 3u^6 - u^9 with u = |d| / h, so each sum
-is a combination of the window's moments sum |d|^e v_j (e <= 11, v in {r, r y}), taken
-separately left of x_i (|d| = x_i - x_j) and right of it. Prefix sums of the powers of x
+Up to ``DENSE_MAX`` samples the sums are taken directly over all pairs (cheap to compile,
+exact). Beyond, the tricube weight is expanded, 1 - 3u^3 + 3u^6 - u^9 with u = |d| / h,
+so each sum is a combination of the window's moments sum |d|^e v_j (e <= 11, v in
+{r, r y}), taken separately left of x_i and right of it. Prefix sums of the powers of x
 would give them in O(1), but expanding (x_i - x_j)^e about a fixed origin cancels
-catastrophically ((range / h)^11). Instead a segment tree keeps, for every node, the
-moments about its own right end (and left end), scaled by its own span: every term of
-every shift (child to parent, node to x_i) is then a product of numbers in [0, 1] with
-binomial coefficients, all positive, so nothing cancels. A window splits into at most
-2 log2 N nodes: O(N log N) in all, and float32 keeps ~1e-6 relative accuracy.
+catastrophically ((range / h)^11). Every sum here is instead of non-negative terms in a
+frame where they are at most 1:
+
+* a segment tree over blocks of ``BLOCK`` sorted samples keeps, for every node, the
+  moments about its own right end (and left end), scaled by its own span; every shift
+  (child to parent, node to a frame) is a product of numbers in [0, 1] with binomial
+  coefficients, all positive;
+* the queries are taken in the same blocks: the part of the window left of a block that
+  every one of its queries holds (the core) is one tree walk per block, the rest of each
+  query's left part (the fringe [L_i, L_max)) a cumulative sum within the runs
+  [L_min, L_max) (disjoint across blocks: window ends never move back), both in the
+  block's frame; the same on the right; the block's own samples are summed directly.
+
+Per query: two gathers, two products of 12 moments with the powers of its offset in the
+frame (``_tricube_sums()``), and 32 direct terms; per block two tree walks of
+O(log N) nodes. Measured (float32, one core, loaded machine): 9.7 ms at N = 1e4, 0.16 s
+at 1e5, 2.2 s at 1e6, against 53 ms, 0.87 s and 13 s for one tree walk per query over a
+tree of single samples. float32 keeps ~1e-5 absolute accuracy on the fit.
 
 References:
   Cleveland (1979), "Robust locally weighted regression and smoothing scatterplots",
@@ -25,162 +39,235 @@ References:
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxcal._core.isotonic import float_keys
-from jaxcal._core.numerics import safe_divide, vary_like
+from jaxcal._core.numerics import safe_divide
 from jaxcal._core.sort import argsort, sort
+from jaxcal.stats._clinical.loess_tree import (
+    ORDERS,
+    Tree,
+    build,
+    moments,
+    powers,
+    query,
+    summed_moments,
+)
 
-#: Moments 0..11: (x^3)^3 of the tricube weight times x^2 of the local linear fit.
-ORDERS = 12
+#: Samples per block: the leaves of the tree, and the queries that share its walks.
+BLOCK = 32
+#: Up to this ratio of a block's frame to a query's radius, ``rho**t M_t`` is taken as a
+#: product; beyond, as ``exp(t log rho + log M_t)`` (no overflow of ``rho**11``).
+_RHO_PRODUCT = 8.0
+
+
 #: Coefficients of 1 - 3u^3 + 3u^6 - u^9.
 _TRICUBE = (1.0, -3.0, 3.0, -1.0)
 
 
-def _powers(z: jax.Array) -> list[jax.Array]:
-    out = [jnp.ones_like(z), z]
-    for _ in range(ORDERS - 2):
-        out.append(out[-1] * z)
-    return out
+def _tricube_matrices() -> np.ndarray:
+    """``A[p, q, t]``: sum_m c_m C(3m + p, t) [3m + p - t = q], the tricube sums' weights.
 
-
-def _shift(moments: jax.Array, delta: jax.Array | None, rho: jax.Array) -> jax.Array:
-    """sum_t C(e, t) delta^(e - t) rho^t M_t: the moments of (delta + rho t) from those of t.
-
-    ``moments`` ``(..., ORDERS, 2)``; ``delta`` (None: 0), ``rho`` ``(...)`` in [0, 1].
-    Written as 78 elementwise multiply-adds (XLA fuses them into one loop; a batched
-    12 x 12 matrix product per point is many times slower on CPU).
+    With moments S_t of one side, the sum over its points of w (d/h)^p (w the tricube
+    weight, 1 - 3u^3 + 3u^6 - u^9 = sum_m c_m u^(3m)) is sum_{q, t} delta^q A[p, q, t] S_t:
+    the binomial expansion of (delta + t)^(3m + p).
     """
-    rho_t = _powers(rho[..., None])
-    scaled = [rho_t[t] * moments[..., t, :] for t in range(ORDERS)]
-    if delta is None:
-        return jnp.stack(scaled, axis=-2)
-    delta_t = _powers(delta[..., None])
-    out = []
-    for e in range(ORDERS):
-        term = scaled[e]
-        for t in range(e):
-            term = term + (math.comb(e, t) * delta_t[e - t]) * scaled[t]
-        out.append(term)
-    return jnp.stack(out, axis=-2)
+    a = np.zeros((3, ORDERS, ORDERS))
+    for p in range(3):
+        for m, c in enumerate(_TRICUBE):
+            e = 3 * m + p
+            for t in range(e + 1):
+                a[p, e - t, t] += c * math.comb(e, t)
+    return a
 
 
-class _Tree(NamedTuple):
-    """A segment tree in heap layout: node v has children 2v, 2v + 1; leaf j is P + j.
+_TRICUBE_MATRICES = _tricube_matrices()
 
-    right/left: ``(2P, ORDERS, 2)`` moments of (v_j, v_j y_j)-weighted powers of
-    (x_R - x_j) / span and (x_j - x_L) / span; xl, xr: ``(2P,)`` the node's end points.
+
+def _tricube_sums(moments: jax.Array, delta: jax.Array, rho: jax.Array) -> jax.Array:
+    """``(N, 3, 2)``: sum over one side's points of w (d/h)^p [1, y], p = 0, 1, 2, from the
+    side's moments ``(N, ORDERS, 2)`` of t in a frame with d/h = delta + rho t.
+
+    rho^t M_t is the moment of points within the query's radius (at most their weight);
+    rho is ~1 (up to the ratio of the radii of a block's queries) but rho^11 alone may
+    overflow (and M_11 underflow) where it is large, so the product is taken in logarithms
+    there (M_t >= 0), in a branch taken only when some rho is that large (exponentials of
+    every moment cost ~2 s at N = 1e6). Then one product with the powers of delta
+    (``_tricube_matrices()``): 12 x 36 + 3 x 12 x 2 multiply-adds per query.
     """
+    t = jnp.arange(ORDERS, dtype=moments.dtype)[None, :, None]
 
-    right: jax.Array
-    left: jax.Array
-    xl: jax.Array
-    xr: jax.Array
+    def by_logs():
+        big = jnp.maximum(rho, _RHO_PRODUCT)
+        positive = moments > 0
+        logs = jnp.log(jnp.where(positive, moments, 1))
+        logged = jnp.where(positive, jnp.exp(t * jnp.log(big)[:, None, None] + logs), 0)
+        return jnp.where((rho <= _RHO_PRODUCT)[:, None, None], direct, logged)
 
-
-def _build(x: jax.Array, v: jax.Array, levels: int) -> _Tree:
-    size = x.shape[0]  # P = 2**levels leaves
-    dtype = x.dtype
-    leaf = jnp.zeros((size, ORDERS, 2), dtype).at[:, 0, :].set(v)
-    right = jnp.zeros((2 * size, ORDERS, 2), dtype).at[size:].set(leaf)
-    ends = jnp.zeros((2 * size,), dtype).at[size:].set(x)
-    init = _Tree(right, right, ends, ends)
-    half = size // 2
-
-    def level(m, tree):
-        # Parents [P >> m, P >> (m - 1)) from children [P >> (m - 1), P >> (m - 2)); the
-        # slices have the fixed sizes P and P / 2, the write is masked to the level.
-        start = jnp.right_shift(jnp.int32(size), m)
-        kids = [
-            jax.lax.dynamic_slice_in_dim(a, 2 * start, size)
-            for a in (tree.right, tree.left, tree.xl, tree.xr)
-        ]
-        right, left, xl, xr = kids
-        span1, span2 = xr[0::2] - xl[0::2], xr[1::2] - xl[1::2]
-        pl, pr = xl[0::2], xr[1::2]
-        span = pr - pl
-        safe = jnp.where(span > 0, span, 1)
-        up_r = _shift(right[0::2], (pr - xr[0::2]) / safe, span1 / safe) + _shift(
-            right[1::2], None, span2 / safe
-        )
-        up_l = _shift(left[0::2], None, span1 / safe) + _shift(
-            left[1::2], (xl[1::2] - pl) / safe, span2 / safe
-        )
-        mine = jnp.arange(half, dtype=jnp.int32) < start
-
-        def put(a, new):
-            old = jax.lax.dynamic_slice_in_dim(a, start, half)
-            keep = mine.reshape((half,) + (1,) * (a.ndim - 1))
-            return jax.lax.dynamic_update_slice_in_dim(a, jnp.where(keep, new, old), start, 0)
-
-        return _Tree(
-            put(tree.right, up_r), put(tree.left, up_l), put(tree.xl, pl), put(tree.xr, pr)
-        )
-
-    return jax.lax.fori_loop(1, levels + 1, level, init)
+    rho_t = jnp.stack(powers(jnp.minimum(rho, _RHO_PRODUCT)), axis=-1)
+    direct = rho_t[:, :, None] * moments
+    scaled = jax.lax.cond(jnp.any(rho > _RHO_PRODUCT), by_logs, lambda: direct)
+    # (N, q) powers of delta times A as a (q, p t) matrix: the weights (N, p, t) of S_t.
+    matrix = jnp.asarray(_TRICUBE_MATRICES.transpose(1, 0, 2).reshape(ORDERS, -1), moments.dtype)
+    weights = (jnp.stack(powers(delta), axis=-1) @ matrix).reshape(-1, 3, ORDERS)
+    return jnp.einsum("npt,ntv->npv", weights, scaled)
 
 
-def _query(tree: _Tree, levels: int, ranges, xi: jax.Array, h: jax.Array):
-    """Left range [a, b): sum ((x_i - x_j) / h)^e v_j; right range [c, d): ((x_j - x_i) / h)^e.
+def _segmented_cumsums(values: jax.Array, segment: jax.Array) -> jax.Array:
+    """Inclusive cumulative sums of ``values`` (S, N, ...) along N within runs of equal
+    ``segment`` (S, N): S scans in one ``associative_scan`` (one graph to compile).
 
-    The bottom-up segment-tree walk: at each level, an odd left end or an odd right end
-    is a whole node of the range (at most two nodes per level and range).
+    Sums of non-negative terms only (no difference of running totals, which would cancel
+    across segments): a reset at each run's start.
     """
-    size = tree.xl.shape[0] // 2
-    zero = jnp.zeros((xi.shape[0], ORDERS, 2), xi.dtype)
+    starts = jnp.concatenate(
+        [jnp.ones((segment.shape[0], 1), bool), segment[:, 1:] != segment[:, :-1]], axis=1
+    )
 
-    def level(m, carry):
-        bounds, accs = carry
-        start = jnp.right_shift(jnp.int32(size), m)
-        new_bounds, new_accs = [], []
-        for side, ((lo, hi), acc) in enumerate(zip(bounds, accs, strict=True)):
-            live = lo < hi
-            take_lo = live & (lo % 2 == 1)
-            take_hi = live & (hi % 2 == 1)
-            for take, node in ((take_lo, lo), (take_hi, hi - 1)):
-                v = start + jnp.clip(node, 0, size - 1)
-                span = (tree.xr[v] - tree.xl[v]) / h
-                if side == 0:
-                    part = _shift(tree.right[v], (xi - tree.xr[v]) / h, span)
-                else:
-                    part = _shift(tree.left[v], (tree.xl[v] - xi) / h, span)
-                acc = acc + jnp.where(take[:, None, None], part, 0)
-            new_bounds.append(
-                ((lo + take_lo.astype(lo.dtype)) // 2, (hi - take_hi.astype(hi.dtype)) // 2)
-            )
-            new_accs.append(acc)
-        return tuple(new_bounds), tuple(new_accs)
+    def combine(a, b):
+        (va, fa), (vb, fb) = a, b
+        keep = fb.reshape(fb.shape + (1,) * (vb.ndim - fb.ndim))
+        return jnp.where(keep, vb, va + vb), fa | fb
 
-    zero = vary_like(vary_like(zero, xi), tree.right)  # the body reads both
-    _, accs = jax.lax.fori_loop(0, levels, level, (ranges, (zero, zero)))
-    return accs
+    return jax.lax.associative_scan(combine, (values, starts), axis=1)[0]
+
+
+def _window_sums(xn, v, left, k, hn):
+    """``(N, 3, 2)``: sum_j w_ij ((x_j - x_i) / h_i)^p v_j, p = 0, 1, 2, over the window.
+
+    Queries are cut into blocks of ``BLOCK`` consecutive samples (the tree's leaves).
+    Block c's queries share: the window part left of the block that every one of them
+    holds (the core [L_max, q_s), one tree walk per block), and the left fringe
+    [L_i, L_max), read from a cumulative sum within the runs [L_min, L_max) (disjoint
+    across blocks, since the window ends never move back), both in one frame anchored at
+    the block's first sample; the same on the right. Per query: one shift of 12 moments
+    per side (``_tricube_sums()``) and the direct sum over the block's own 32 samples.
+    O(N log N / BLOCK) for the walks, O(N BLOCK) in all.
+    """
+    n, dtype = xn.shape[0], xn.dtype
+    b = BLOCK
+    nb = -(-n // b)
+    size = nb * b
+    iq = jnp.minimum(jnp.arange(size, dtype=jnp.int32), n - 1)  # padded queries repeat n - 1
+    x = jnp.concatenate([xn, jnp.broadcast_to(xn[-1], (size - n,))])
+    v = jnp.concatenate([v, jnp.zeros((size - n, 2), dtype)])
+    xq, lq, hq = x[iq], left[iq], hn[iq]
+    rq = lq + k
+    safe = lambda a: jnp.where(a > 0, a, 1)  # noqa: E731
+    hq = safe(hq)
+    qs = jnp.arange(nb, dtype=jnp.int32) * b
+    qe = qs + b
+    l_min, l_max, r_min, r_max = lq[qs], lq[qe - 1], rq[qs], rq[qe - 1]
+    a_left, a_right = xq[qs], xq[qe - 1]  # anchors: the block's first and last query
+    s_left = safe(a_left - x[l_min])  # frames: every point the block's windows reach
+    s_right = safe(x[jnp.maximum(r_max - 1, 0)] - a_right)
+
+    # The tree over blocks of samples (leaf moments about the leaf's own ends).
+    blocks_x, blocks_v = x.reshape(nb, b), v.reshape(nb, b, 2)
+    xl, xr = blocks_x[:, 0], blocks_x[:, -1]
+    span = safe(xr - xl)[:, None]
+    leaf_right = summed_moments((xr[:, None] - blocks_x) / span, blocks_v)
+    leaf_left = summed_moments((blocks_x - xl[:, None]) / span, blocks_v)
+    levels = max(1, math.ceil(math.log2(nb)))
+    pad = 2**levels - nb
+    leaves = Tree(
+        *(
+            jnp.concatenate([a, jnp.zeros((pad, *a.shape[1:]), dtype)])
+            for a in (leaf_right, leaf_left)
+        ),
+        *(jnp.concatenate([a, jnp.broadcast_to(a[-1], (pad,))]) for a in (xl, xr)),
+    )
+    tree = build(leaves, levels)
+
+    # Cores: [l_max, qs) left of the block, [qe, r_min) right of it; whole leaves by the
+    # tree, the partial leaf at the far end directly.
+    c = jnp.arange(nb, dtype=jnp.int32)
+    left_core, right_core = l_max < qs, r_min > qe
+    lo_leaf = jnp.where(left_core, -(-l_max // b), c)
+    hi_leaf = jnp.where(right_core, r_min // b, c + 1)
+    ranges = ((lo_leaf, c), (c + 1, jnp.maximum(hi_leaf, c + 1)))
+    core_l, core_r = query(tree, levels, ranges, (a_left, a_right), (s_left, s_right))
+    pos = jnp.arange(b, dtype=jnp.int32)[None, :]
+    part_l = (l_max // b * b)[:, None] + pos  # the leaf holding l_max
+    part_l_on = left_core[:, None] & (part_l >= l_max[:, None]) & (part_l < (lo_leaf * b)[:, None])
+    z = jnp.where(part_l_on, (a_left[:, None] - x[part_l]) / s_left[:, None], 0)
+    core_l = core_l + summed_moments(z, jnp.where(part_l_on[..., None], v[part_l], 0))
+    part_r = jnp.minimum(r_min // b, nb - 1)[:, None] * b + pos  # the leaf holding r_min
+    part_r_on = right_core[:, None] & (part_r >= (hi_leaf * b)[:, None]) & (part_r < r_min[:, None])
+    z = jnp.where(part_r_on, (x[part_r] - a_right[:, None]) / s_right[:, None], 0)
+    core_r = core_r + summed_moments(z, jnp.where(part_r_on[..., None], v[part_r], 0))
+
+    # Fringes: [l_min, min(l_max, qs)) and [max(r_min, qe), r_max), cumulative sums
+    # within each block's run, read at L_i and R_i - 1.
+    j = jnp.arange(size, dtype=jnp.int32)
+    fl_end, fr_start = jnp.minimum(l_max, qs), jnp.maximum(r_min, qe)
+    own_l = jnp.clip(jnp.searchsorted(l_min, j, side="right") - 1, 0, nb - 1)
+    in_l = (j >= l_min[own_l]) & (j < fl_end[own_l])
+    z = jnp.where(in_l, (a_left[own_l] - x) / s_left[own_l], 0)
+    fringe_l = moments(z, jnp.where(in_l[:, None], v, 0))
+    own_r = jnp.clip(jnp.searchsorted(fr_start, j, side="right") - 1, 0, nb - 1)
+    in_r = (j >= fr_start[own_r]) & (j < r_max[own_r])
+    z = jnp.where(in_r, (x - a_right[own_r]) / s_right[own_r], 0)
+    fringe_r = moments(z, jnp.where(in_r[:, None], v, 0))
+    # the left runs summed right to left (reversed), the right runs left to right
+    runs = jnp.stack([jnp.where(in_l, own_l, -1 - j)[::-1], jnp.where(in_r, own_r, -1 - j)])
+    fringe_l, fringe_r = _segmented_cumsums(jnp.stack([fringe_l[::-1], fringe_r]), runs)
+    fringe_l = fringe_l[::-1]
+
+    def perquery(a):  # a block's value for each of its b queries (no gather)
+        return jnp.broadcast_to(a[:, None], (nb, b, *a.shape[1:])).reshape(size, *a.shape[1:])
+
+    has_l, has_r = lq < perquery(fl_end), rq > perquery(fr_start)
+    m_left = perquery(core_l) + jnp.where(
+        has_l[:, None, None], fringe_l[jnp.clip(lq, 0, size - 1)], 0
+    )
+    m_right = perquery(core_r) + jnp.where(
+        has_r[:, None, None], fringe_r[jnp.clip(rq - 1, 0, size - 1)], 0
+    )
+    out_l, out_r = lq < perquery(qs), rq > perquery(qe)  # window points outside the block
+    d_left = jnp.where(out_l, (xq - perquery(a_left)) / hq, 0)
+    d_right = jnp.where(out_r, (perquery(a_right) - xq) / hq, 0)
+    sum_left = _tricube_sums(m_left, d_left, perquery(s_left) / hq)
+    sum_right = _tricube_sums(m_right, d_right, perquery(s_right) / hq)
+    sums = [(-1) ** p * sum_left[:, p] + sum_right[:, p] for p in range(3)]
+
+    # The block's own samples, directly: (nb, b queries, b samples).
+    xb, hb = xq.reshape(nb, b, 1), hq.reshape(nb, b, 1)
+    jb = j.reshape(nb, 1, b)
+    inside = (jb >= lq.reshape(nb, b, 1)) & (jb < rq.reshape(nb, b, 1))
+    d = (blocks_x[:, None, :] - xb) / hb
+    u = jnp.minimum(jnp.abs(d), 1)
+    w = jnp.where(inside, (1 - u * u * u) ** 3, 0)
+    for p in range(3):
+        wp = w * d**p if p else w
+        sums[p] = sums[p] + jnp.einsum("cij,cjv->civ", wp, blocks_v).reshape(size, 2)
+    return jnp.stack(sums, axis=1)[:n]
+
+
+#: Up to this many samples the window sums are direct (N x N terms, cheap to compile; the
+#: blocked sums compile ~3x longer for a few ms less at this size).
+DENSE_MAX = 1024
+
+
+def _dense_sums(xn, v, left, k, hn):
+    """``_window_sums()`` by direct summation over all pairs: O(N^2), for small N."""
+    n = xn.shape[0]
+    j = jnp.arange(n, dtype=jnp.int32)[None, :]
+    inside = (j >= left[:, None]) & (j < (left + k)[:, None])
+    d = (xn[None, :] - xn[:, None]) / jnp.where(hn > 0, hn, 1)[:, None]
+    u = jnp.minimum(jnp.abs(d), 1)
+    w = jnp.where(inside, (1 - u * u * u) ** 3, 0)
+    return jnp.stack([(w * d**p if p else w) @ v for p in range(3)], axis=1)
 
 
 def _local_linear(x, xn, y, r, left_end, k, h, hn):
     """Fitted values at every sorted x from the window [left_end, left_end + k)."""
-    n = x.shape[0]
-    levels = max(1, math.ceil(math.log2(n)))
-    size = 2**levels
-    pad = size - n
-    xp = jnp.concatenate([xn, jnp.broadcast_to(xn[-1], (pad,))])
-    vp = jnp.concatenate([jnp.stack([r, r * y], axis=1), jnp.zeros((pad, 2), x.dtype)])
-    tree = _build(xp, vp, levels)
-    i = jnp.arange(n, dtype=jnp.int32)
-    split = jnp.clip(i + 1, left_end, left_end + k)
-    safe_h = jnp.where(hn > 0, hn, 1)
-    ranges = ((left_end, split), (split, left_end + k))
-    t_left, t_right = _query(tree, levels, ranges, xn, safe_h)
-    sums = []
-    for p in range(3):
-        s = sum(
-            c * ((-1) ** p * t_left[:, 3 * m + p] + t_right[:, 3 * m + p])
-            for m, c in enumerate(_TRICUBE)
-        )
-        sums.append(s)  # (N, 2): sum w (d/h)^p, sum w (d/h)^p y
-    s0, s1, s2 = sums
+    sums_of = _dense_sums if x.shape[0] <= DENSE_MAX else _window_sums
+    sums = sums_of(xn, jnp.stack([r, r * y], axis=1), left_end, k, hn)
+    s0, s1, s2 = sums[:, 0], sums[:, 1], sums[:, 2]  # (N, 2): sum w (d/h)^p [1, y]
     total = s0[:, 0]
     mean_d = safe_divide(s1[:, 0], total)
     mean_y = safe_divide(s0[:, 1], total)
