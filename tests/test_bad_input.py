@@ -63,6 +63,11 @@ ACCEPTED = {
         )
     },
     ("log_chi2_sf", 0): {"inf": "x = inf: log p = -inf"},
+    **{
+        (name, i): {"range": "a model input x: any real feature value (the registry reuses probs)"}
+        for name, i in (("heldout_objective", 3), ("meta_calibration.step", 4))
+    },
+    ("aurc.scores", 0): {"range": "(N,) confidence scores are any real number, not probabilities"},
     ("streaming.poisson_update", 3): {
         "label": "example ids: any integer names an example",
         "negative": "example ids: any integer names an example",

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxcal._core.checks import check_positive_int
+from jaxcal._core.checks import check_finite, check_labels, check_positive_int, check_weights
 from jaxcal._core.numerics import weighted_mean
 from jaxcal.losses._saturation import SaturationStats, _stats
 
@@ -60,6 +60,32 @@ def _unpack(batch: Any, name: str) -> tuple[Any, Any, Any]:
             + "."
         )
     return (*batch, None) if len(batch) == 2 else tuple(batch)
+
+
+def check_batch(apply_fn: Callable, params: Any, batch: Any, name: str) -> tuple[Any, Any, Any]:
+    """``(x, labels, weights)`` of ``batch``, checked against the model's output shape.
+
+    Shapes always; values when concrete (skipped under ``jit``/``grad``, as everywhere):
+    every floating leaf of ``x`` finite, labels in ``[0, K)`` for the ``K`` of
+    ``apply_fn(params, x)`` (found by ``jax.eval_shape``, nothing is computed), weights
+    non-negative. A NaN input would otherwise come back as a NaN loss.
+    """
+    x, y, w = _unpack(batch, name)
+    try:
+        for leaf in jax.tree.leaves(x):
+            if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.inexact):
+                check_finite("x", leaf)
+        out = jax.eval_shape(apply_fn, params, x)
+        if out.ndim not in (1, 2):
+            raise ValueError(
+                f"`apply_fn(params, x)` must return (B,) log-odds or (B, K) logits; got "
+                f"shape {out.shape}."
+            )
+        check_labels(y, out.shape[0], 2 if out.ndim == 1 else out.shape[1])
+        check_weights(w, out.shape[0])
+    except ValueError as err:
+        raise ValueError(f"`{name}` (x, labels[, weights]): {err}") from None
+    return x, y, w
 
 
 def _call(loss: Callable, logits: Any, labels: Any, weights: Any) -> jax.Array:
@@ -141,8 +167,8 @@ def heldout_objective(
     base = cross_entropy if base_loss is None else base_loss
 
     def objective(params: Any, batch: Any, heldout_batch: Any):
-        x, y, w = _unpack(batch, "batch")
-        xc, yc, wc = _unpack(heldout_batch, "heldout_batch")
+        x, y, w = check_batch(apply_fn, params, batch, "batch")
+        xc, yc, wc = check_batch(apply_fn, params, heldout_batch, "heldout_batch")
         base_value = _call(base, apply_fn(params, x), y, w)
         logits_c = apply_fn(params, xc)
         reg = jnp.asarray(_call(regularizer, logits_c, yc, wc))

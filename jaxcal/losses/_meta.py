@@ -13,7 +13,8 @@ import optax
 
 from jaxcal._core.numerics import weighted_mean
 from jaxcal.losses._dece import dece_loss, two_column_logits
-from jaxcal.losses._heldout import _unpack, cross_entropy
+from jaxcal.losses._heldout import check_batch, cross_entropy
+from jaxcal.losses._inputs import check_logits_labels
 
 #: Hyperparameters the built-in training loss reads, and the box each is projected into
 #: (label smoothing: the authors' clamp to [0, 0.5]).
@@ -64,7 +65,8 @@ def hyper_cross_entropy(
       weights: optional ``(N,)`` non-negative sample weights.
 
     Returns:
-      0-d array. No validation: this is a kernel for inside a training step.
+      0-d array. Inputs are checked as every loss's are (values when concrete, so not
+      inside a jitted training step).
 
     Example:
       >>> import jax.numpy as jnp
@@ -80,8 +82,9 @@ def hyper_cross_entropy(
       label smoothing); Szegedy et al. (2016) (label smoothing); Guo et al. (2017)
       (temperature).
     """
-    z = two_column_logits(jnp.asarray(logits))
-    labels = jnp.asarray(labels).astype(jnp.int32)
+    logits, labels, weights = check_logits_labels(logits, labels, weights)
+    z = two_column_logits(logits)
+    labels = labels.astype(jnp.int32)
     if "temperature" in hparams:
         z = z / jnp.asarray(hparams["temperature"]).astype(z.dtype)
     targets = jax.nn.one_hot(labels, z.shape[-1], dtype=z.dtype)
@@ -256,8 +259,8 @@ def meta_calibration(
 
     def step(params, hparams, state, batch, heldout_batch):
         _check_hparams(hparams, boxes)
-        x, y, w = _unpack(batch, "batch")
-        xc, yc, wc = _unpack(heldout_batch, "heldout_batch")
+        x, y, w = check_batch(apply_fn, params, batch, "batch")
+        xc, yc, wc = check_batch(apply_fn, params, heldout_batch, "heldout_batch")
         mask = mask_of(params)
         frozen = jax.tree.map(lambda m: not m, mask)
         lookahead = optax.chain(
