@@ -150,12 +150,21 @@ from pathlib import Path
 from jaxcal.cli._args import LIMITS, check_args
 from jaxcal.cli._cache import kernel_folder, plot_cache
 from jaxcal.cli._fit import compute_fit, fit_calls
-from jaxcal.cli._format import _json_safe, _table, format_p, print_report, report_json, write_plot
+from jaxcal.cli._format import (
+    _json_safe,
+    _num,
+    _table,
+    format_p,
+    print_report,
+    report_json,
+    write_plot,
+)
+from jaxcal.cli._harness import compute_harness, harness_call, print_harness
 from jaxcal.cli._io import InputError, load, load_demo
 from jaxcal.cli._kernels import set_store
 from jaxcal.cli._parquet import is_parquet, report_streamed
 from jaxcal.cli._progress import Progress
-from jaxcal.cli._report import CONFIDENCE, compute_report, report_call
+from jaxcal.cli._report import CONFIDENCE, compute_report, report_calls
 from jaxcal.cli._segments import compute_segments, print_segments, read_column
 from jaxcal.cli._validate import validate
 
@@ -235,6 +244,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="M",
         help="rows of the --by table (default 20; the JSON has every segment)",
     )
+    rep.add_argument(
+        "--harness",
+        action="store_true",
+        help="also print what LLM evaluation harnesses report: HLE's calib_err, HELM's "
+        "calibration fields, the temperature-tuned Brier and RMS error (jaxcal.presets)",
+    )
     rep.add_argument("--json", metavar="OUT", help="write every number as JSON ('-': stdout)")
     rep.add_argument(
         "--plot",
@@ -277,13 +292,16 @@ def _stream_hint(models) -> None:
 def _prepare(models, args: argparse.Namespace, fit: bool) -> None:
     """Trace every kernel the models need, their compilation started in worker threads."""
     for model in models:
-        kernel, arrays, static = report_call(
+        for kernel, arrays, static in report_calls(
             model, n_bins=args.bins, n_resamples=args.resamples, seed=args.seed
-        )
-        kernel.prepare(*arrays, **static)
+        ):
+            kernel.prepare(*arrays, **static)
         for _, kernel, arrays, static in (
             fit_calls(model, n_bins=args.bins, n_folds=args.folds, seed=args.seed) if fit else ()
         ):
+            kernel.prepare(*arrays, **static)
+        if args.harness:
+            kernel, arrays, static = harness_call(model)
             kernel.prepare(*arrays, **static)
 
 
@@ -342,6 +360,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 with progress(f"{model.name}: calibration within segments of {args.by!r}"):
                     values = read_column(Path(model.source), args.by, model.probs.shape[0])
                     results[-1]["segments"] = compute_segments(model, values, args.by)
+            if args.harness:
+                with progress(f"{model.name}: harness presets"):
+                    results[-1]["harness"] = compute_harness(model)
             if fit:
                 with progress(f"{model.name}: cross-fitting calibrators on {args.folds} folds"):
                     results[-1]["fit"] = compute_fit(
@@ -351,11 +372,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for entry, result in zip(document["models"], results, strict=True):
             if "segments" in result:
                 entry["segments"] = _json_safe(result["segments"])
+            if "harness" in result:
+                entry["harness"] = _json_safe(result["harness"])
         if args.json == "-":
             json.dump(document, sys.stdout, indent=2)
             print()
         else:
             print_report(models, results, settings, sys.stdout)
+            print_harness(models, results, _num, _table, sys.stdout)
             print_segments(models, results, sys.stdout, format_p, _table, args.max_segments)
         if args.json not in (None, "-"):
             try:
@@ -367,10 +391,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             plot_cache(kernel_folder(no_cache=args.no_cache))
             with progress(f"writing {args.plot}"):
                 write_plot(
-                    models, args.plot, n_bins=args.bins, n_resamples=args.resamples, seed=args.seed
+                    models,
+                    args.plot,
+                    n_bins=args.bins,
+                    n_resamples=args.resamples,
+                    seed=args.seed,
+                    results=results,
                 )
             if args.json != "-":
-                print(f"\nreliability, cumulative and CORP diagrams written to {args.plot}")
+                print(
+                    f"\nreliability, cumulative, CORP and risk-coverage diagrams written to "
+                    f"{args.plot}"
+                )
         sys.stdout.flush()  # a closed pipe raises here, inside the try, not at exit
     except InputError as err:
         print(f"jaxcal: error: {err}", file=sys.stderr)
