@@ -111,7 +111,9 @@ def print_report(models: list[Model], results: list[dict], settings: dict, out) 
             # SKCE: the estimate its row names (the asymptotic test's statistic is
             # n/(n-1) SKCE_u - SKCE_b, in the JSON); squared errors are small: 4 digits.
             stat = _sig(t["estimate"]) if key == "skce" else _num(t["statistic"])
-            row += [stat, format_p(t["p_value"], t["log10_p_value"])]
+            p = t["p_value"]
+            p = "-" if p is None or not math.isfinite(p) else format_p(p, t["log10_p_value"])
+            row += [stat, p]
         rows.append(row)
     _table(rows, out)
     print(
@@ -145,8 +147,8 @@ def _skce_note(models, results, resamples: int, out) -> None:
         "  SKCE (Widmann et al. 2019): the unbiased estimate over the whole probability vector,\n"
         "  kernel exp(-|p - p'|_2 / h), h the median distance between predictions; p from its\n"
         f"  asymptotic test (bootstrap of the null, {resamples} resamples, O(N^2 (K + resamples)))"
-        f" while\n  N^2 x resamples <= {SKCE_ASYMPTOTIC_MAX_WORK:.0e} (N = 10,000 at 200 "
-        "resamples).",
+        f" while\n  N^2 (K + resamples) <= {SKCE_ASYMPTOTIC_MAX_WORK:.2g} (N = 10,000 at K = 10 "
+        "and 200 resamples).",
         file=out,
     )
     if block:

@@ -109,19 +109,27 @@ DECOMPOSITION = (
 )
 
 
-#: SKCE's asymptotic test (bootstrap of the null) costs O(N^2 (K + R)): it is used while
-#: N^2 R is at most this (N = 10,000 at the default 200 resamples: about 1 s at the
-#: report's compiler options), else the block z-test (O(N K), blocks of ``SKCE_BLOCK``).
-SKCE_ASYMPTOTIC_MAX_WORK = 2 * 10**10
+#: SKCE's asymptotic test (bootstrap of the null) costs O(N^2 (K + R)) for N samples, K
+#: classes and R resamples: it is used while N^2 (K + R) is at most this (N = 10,000 at
+#: K = 10 and the default 200 resamples), else the block z-test (O(N K), blocks of
+#: ``SKCE_BLOCK``).
+SKCE_ASYMPTOTIC_MAX_WORK = 21 * 10**9
 #: Block size of the SKCE block test (CalibrationTests.jl's default, 2).
 SKCE_BLOCK = 2
 #: Test NAMEs whose entries are (statistic, p-value, log p-value).
 TESTS = ("ks", "kuiper", "spiegelhalter", "ece_consistency")
 
 
-def skce_method(n: int, n_resamples: int) -> str:
-    """Which SKCE test the report runs on N samples: ``"asymptotic"`` or ``"block"``."""
-    return "asymptotic" if n * n * n_resamples <= SKCE_ASYMPTOTIC_MAX_WORK else "block"
+def skce_method(n: int, k: int, n_resamples: int) -> str:
+    """Which SKCE test the report runs on N samples of K classes: ``"asymptotic"``,
+    ``"block"``, or ``"none"`` for N < 2 (no pair of samples: the row reads ``-``)."""
+    if n < 2:
+        return "none"
+    return "asymptotic" if n * n * (k + n_resamples) <= SKCE_ASYMPTOTIC_MAX_WORK else "block"
+
+
+def _classes(model: Model) -> int:
+    return 2 if model.probs.ndim == 1 else model.probs.shape[1]
 
 
 def skce_key(key):
@@ -129,10 +137,13 @@ def skce_key(key):
     return jax.random.fold_in(key, 2)
 
 
-def skce_numbers(probs, labels, key, n_resamples: int) -> tuple:
+def skce_numbers(probs, labels, key, n_resamples: int, method: str) -> tuple:
     """(statistic, p-value, log p-value, estimate, bandwidth) of :func:`jaxcal.stats.skce_test`
-    (unbiased SKCE, Laplacian kernel, median bandwidth), inside the report's kernel."""
-    method = skce_method(probs.shape[0], n_resamples)
+    (unbiased SKCE, Laplacian kernel, median bandwidth; ``method`` from ``skce_method()``),
+    inside the report's kernel."""
+    if method == "none":
+        nan = jnp.full((), jnp.nan, probs.dtype)
+        return (nan,) * 5
     if method == "asymptotic":
         res = stats.skce_test(probs, labels, key=key, n_resamples=n_resamples)
         log_p = jnp.log(res.p_value)
@@ -191,7 +202,7 @@ def _report_kernel(probs, labels, key_data, *, n_bins, n_resamples):
     return out
 
 
-def _extras_kernel(probs, labels, key_data, *, n_resamples):
+def _extras_kernel(probs, labels, key_data, *, n_resamples, skce):
     """The SKCE test and the selective-prediction block of one model (one jit).
 
     Apart from ``_report_kernel`` for speed, not for lack of room: both are sorts and
@@ -202,7 +213,7 @@ def _extras_kernel(probs, labels, key_data, *, n_resamples):
     """
     base_key = jax.random.wrap_key_data(key_data)
     boot_key, _ = jax.random.split(base_key)
-    out = {"skce": skce_numbers(probs, labels, skce_key(base_key), n_resamples)}
+    out = {"skce": skce_numbers(probs, labels, skce_key(base_key), n_resamples, skce)}
     out.update(selective_numbers(probs, labels, boot_key, n_resamples, CONFIDENCE))
     return out
 
@@ -215,9 +226,10 @@ def report_calls(model: Model, *, n_bins: int, n_resamples: int, seed: int) -> l
     """(kernel, arrays, static options) of each kernel of one model's report."""
     key_data = jax.random.key_data(jax.random.key(seed))
     arrays = (model.probs, model.labels, key_data)
+    skce = skce_method(model.probs.shape[0], _classes(model), n_resamples)  # static option
     return [
         (_REPORT, arrays, {"n_bins": n_bins, "n_resamples": n_resamples}),
-        (_EXTRAS, arrays, {"n_resamples": n_resamples}),
+        (_EXTRAS, arrays, {"n_resamples": n_resamples, "skce": skce}),
     ]
 
 
@@ -255,4 +267,5 @@ def finish_report(raw: dict, *, skce: str | None = None) -> dict:
 def compute_report(model: Model, *, n_bins: int, n_resamples: int, seed: int) -> dict:
     """Host floats of every metric and test of one model (see the JSON schema)."""
     raw = start_report(model, n_bins=n_bins, n_resamples=n_resamples, seed=seed)
-    return finish_report(raw, skce=skce_method(model.probs.shape[0], n_resamples))
+    n, k = model.probs.shape[0], _classes(model)
+    return finish_report(raw, skce=skce_method(n, k, n_resamples))
