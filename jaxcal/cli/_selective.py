@@ -7,9 +7,10 @@ probabilities as the rows ``(1 - p, p)``, so max(p, 1 - p), wrong when the argma
 with its default convention, with a percentile bootstrap interval from
 :func:`jaxcal.stats.bootstrap_ci` over the report's own resamples (the same key, so the
 same resamples as every row of the metrics table). Self-contained like
-``jaxcal/cli/_clinical.py``: ``selective_numbers()`` runs inside the report's jitted
-kernel, ``print_selective()`` after the tests, ``risk_coverage_panel()`` draws the
-``--plot`` panel.
+``jaxcal/cli/_clinical.py``: ``selective_numbers()`` runs inside the report's second
+jitted kernel (``_extras_kernel`` in ``jaxcal/cli/_report.py``, with the SKCE test),
+``print_selective()`` after the tests, ``risk_coverage_panel()`` draws the ``--plot``
+panel.
 """
 
 from __future__ import annotations
