@@ -60,7 +60,7 @@ def check_schema(doc, *, fit):
     assert set(settings) == {"n_bins", "resamples", "confidence", "seed", "interval", "folds"}
     assert settings["interval"] == "percentile bootstrap" and settings["confidence"] == 0.95
     for model in doc["models"]:
-        assert set(model) == {
+        assert set(model) - {"harness"} == {
             "name", "source", "n", "num_classes", "binary", "inputs", "metrics", "tests", "fit",
             "clinical",
         }  # fmt: skip
@@ -71,6 +71,8 @@ def check_schema(doc, *, fit):
             for score in ("brier", "log")
             for term in ("", "_miscalibration", "_discrimination", "_uncertainty")
         }
+        with_interval |= {"aurc", "e_aurc", "augrc"}  # the selective-prediction block
+        with_interval |= {f"risk_at_coverage_{c}" for c in (80, 90, 95)}
         point = {"mce", *(f"brier_{k}" for k in ("reliability", "resolution", "uncertainty"))}
         point |= {"brier_within_bin_variance", "brier_within_bin_covariance"}
         if model["binary"]:
@@ -87,10 +89,14 @@ def check_schema(doc, *, fit):
                     assert m["low"] <= m["value"] <= m["high"], name
             else:
                 assert m["low"] is None and m["high"] is None
-        assert set(model["tests"]) == {"ks", "kuiper", "spiegelhalter", "ece_consistency"}
-        for t in model["tests"].values():
-            assert set(t) == {"statistic", "p_value", "log10_p_value"}
+        tests = {"ks", "kuiper", "spiegelhalter", "ece_consistency", "skce"}
+        assert set(model["tests"]) == tests
+        for name, t in model["tests"].items():
+            extra = {"estimate", "bandwidth", "method"} if name == "skce" else set()
+            assert set(t) == {"statistic", "p_value", "log10_p_value"} | extra
             assert 0 <= t["p_value"] <= 1 and t["log10_p_value"] <= 1e-6
+        assert model["tests"]["skce"]["method"] in ("asymptotic", "block")
+        assert model["tests"]["skce"]["bandwidth"] > 0
         if model["binary"]:
             clinical = model["clinical"]
             fitted = {"slope", "intercept", "citl"}

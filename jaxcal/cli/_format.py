@@ -13,7 +13,15 @@ from pathlib import Path
 import jaxcal
 from jaxcal.cli._clinical import print_clinical
 from jaxcal.cli._io import InputError, Model
-from jaxcal.cli._report import CORP_ROWS, DECOMPOSITION, ROW_ORDER, metric_specs
+from jaxcal.cli._report import (
+    CORP_ROWS,
+    DECOMPOSITION,
+    ROW_ORDER,
+    SKCE_ASYMPTOTIC_MAX_WORK,
+    SKCE_BLOCK,
+    metric_specs,
+)
+from jaxcal.cli._selective import print_selective, risk_coverage_panel
 from jaxcal.plot import corp_diagram, cumulative_differences_plot, reliability_diagram
 
 
@@ -91,12 +99,21 @@ def print_report(models: list[Model], results: list[dict], settings: dict, out) 
         ("kuiper", "Kuiper (cumulative)"),
         ("spiegelhalter", "Spiegelhalter Z (two-sided)"),
         ("ece_consistency", f"ECE consistency ({resamples} resamples)"),
+        ("skce", "SKCE (unbiased, Laplacian, median bandwidth)"),
     )
     for key, label in tests:
         row = [label]
         for r in results:
-            t = r["tests"][key]
-            row += [_num(t["statistic"]), format_p(t["p_value"], t["log10_p_value"])]
+            t = r["tests"].get(key)
+            if t is None:
+                row += ["", ""]
+                continue
+            # SKCE: the estimate its row names (the asymptotic test's statistic is
+            # n/(n-1) SKCE_u - SKCE_b, in the JSON); squared errors are small: 4 digits.
+            stat = _sig(t["estimate"]) if key == "skce" else _num(t["statistic"])
+            p = t["p_value"]
+            p = "-" if p is None or not math.isfinite(p) else format_p(p, t["log10_p_value"])
+            row += [stat, p]
         rows.append(row)
     _table(rows, out)
     print(
@@ -105,9 +122,42 @@ def print_report(models: list[Model], results: list[dict], settings: dict, out) 
         f"(1 + {resamples}), labels drawn from the predictions.",
         file=out,
     )
+    _skce_note(models, results, resamples, out)
     print_clinical(models, results, pct, _num, format_p, _table, out)
+    print_selective(models, results, pct, _cells, _table, out)
     if all(r.get("fit") for r in results):
         _print_fit(models, results, settings, out)
+
+
+def _sig(x: float | None) -> str:
+    """Four significant digits (the SKCE is a squared error: 1e-4 is not 0)."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    return f"{x:.4g}"
+
+
+def _skce_note(models, results, resamples: int, out) -> None:
+    """What the SKCE row is, and which test gave each model's p-value."""
+    block = [
+        m.name
+        for m, r in zip(models, results, strict=True)
+        if r["tests"]["skce"]["method"] == "block"
+    ]
+    print(
+        "  SKCE (Widmann et al. 2019): the unbiased estimate over the whole probability vector,\n"
+        "  kernel exp(-|p - p'|_2 / h), h the median distance between predictions; p from its\n"
+        f"  asymptotic test (bootstrap of the null, {resamples} resamples, O(N^2 (K + resamples)))"
+        f" while\n  N^2 (K + resamples) <= {SKCE_ASYMPTOTIC_MAX_WORK:.2g} (N = 10,000 at K = 10 "
+        "and 200 resamples).",
+        file=out,
+    )
+    if block:
+        print(
+            f"  {', '.join(block)}: beyond that, so the block z-test (blocks of {SKCE_BLOCK}, "
+            "O(N K)), less powerful;\n  the asymptotic test of a subsample: "
+            "jaxcal.stats.skce_test(probs, labels, key=...).",
+            file=out,
+        )
 
 
 def _cells(results: list[dict], key: str) -> list[str]:
@@ -191,8 +241,17 @@ def report_json(models: list[Model], results: list[dict], settings: dict) -> dic
     )
 
 
-def write_plot(models: list[Model], path: Path, *, n_bins: int, n_resamples: int, seed: int):
-    """Reliability diagram, cumulative differences and CORP diagram (models overlaid)."""
+def write_plot(
+    models: list[Model],
+    path: Path,
+    *,
+    n_bins: int,
+    n_resamples: int,
+    seed: int,
+    results: list[dict] | None = None,
+):
+    """Reliability diagram, cumulative differences, CORP diagram and risk-coverage curve
+    (models overlaid; ``results``: the AURCs for the last panel's legend)."""
     try:
         import matplotlib
     except ImportError as err:
@@ -200,7 +259,7 @@ def write_plot(models: list[Model], path: Path, *, n_bins: int, n_resamples: int
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right, corp) = plt.subplots(1, 3, figsize=(18, 6.2))
+    fig, ((left, right), (corp, risk)) = plt.subplots(2, 2, figsize=(13, 12))
     groups: dict[tuple, list[Model]] = {}
     for m in models:  # models of different shapes or labels cannot share one call
         groups.setdefault((m.probs.shape, m.labels.tobytes()), []).append(m)
@@ -211,6 +270,7 @@ def write_plot(models: list[Model], path: Path, *, n_bins: int, n_resamples: int
         )
         cumulative_differences_plot(probs, group[0].labels, ax=right)
         corp_diagram(probs, group[0].labels, ax=corp, n_resamples=n_resamples, key=seed)
+    risk_coverage_panel(risk, models, results or [{"metrics": {}} for _ in models])
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=110)

@@ -4,10 +4,13 @@
 calibration: the binned calibration errors, the Brier score and its decomposition and the
 log loss, each with a bootstrap interval; the CORP decomposition S = MCB - DSC + UNC of the
 Brier and the log score (Dimitriadis, Gneiting & Jordan 2021), with intervals; the Kolmogorov-Smirnov, Kuiper, Spiegelhalter
-and ECE-consistency tests with their p-values; with ``--fit``, what temperature scaling,
-top-label Platt scaling and top-label isotonic regression do on held-out folds; with
-``--plot OUT.png``, the reliability diagram, the cumulative-differences plot and the CORP
-reliability diagram.
+and ECE-consistency tests and SKCE's test with their p-values; the selective-prediction
+block (AURC, E-AURC, AUGRC, risk at 80/90/95% coverage, with intervals); with ``--fit``,
+what temperature scaling, top-label Platt scaling and top-label isotonic regression do on
+held-out folds; with ``--plot OUT.png``, the reliability diagram, the cumulative-differences
+plot, the CORP reliability diagram and the risk-coverage curve; with ``--harness``, what LLM
+evaluation harnesses report (HLE's calib_err, HELM's calibration fields, lm-eval's
+temperature-tuned Brier and RMS calibration error; ``jaxcal.presets``).
 
 Input files (the format is decided by the extension):
 
@@ -40,6 +43,8 @@ Input files (the format is decided by the extension):
   ``--bins`` of at least 4096 buckets: 4110 at the default 15 bins), with Poisson-bootstrap
   intervals keyed by row number (``--resamples B``; 0 for none); no tests, ``--fit`` or
   ``--plot`` (they need every score in memory). Large files: ``--resamples 0`` is fastest.
+  SKCE, the selective-prediction block and ``--harness`` need the in-memory report (one
+  footnote line says so).
 
 ``--stream`` reports ``.npz`` and ``.npy`` files as Parquet is reported: the memory-mapped
 arrays (``np.savez``, uncompressed, or ``.npy``) are read in batches, so memory is one
@@ -58,8 +63,22 @@ Intervals are percentile bootstrap intervals (:func:`jaxcal.stats.bootstrap_ci`)
 ``--resamples`` resamples of the N samples (default 200, the same resamples for every
 metric, seed ``--seed``; at least 2: the intervals and the ECE consistency test resample,
 so ``--resamples 0`` is for the streamed report only). All metrics, intervals and tests
-of a model are one compiled JAX computation, so a second model of the same shape costs no
+of a model are two compiled JAX computations (the SKCE test and the selective block in the
+second, compiled for speed of running), so a second model of the same shape costs no
 compilation.
+
+SKCE (``jaxcal.stats.skce_test``): the unbiased squared kernel calibration error of the
+whole probability vector, Laplacian kernel exp(-|p - p'|_2 / h), h the median pairwise
+distance; its p-value from the asymptotic test (bootstrap of the null, ``--resamples``
+resamples, key ``fold_in(key(seed), 2)``), whose cost is O(N^2 (K + resamples)), while
+N^2 (K + resamples) <= 2.1e10 (N = 10,000 at K = 10 and 200 resamples); beyond, from the
+block z-test (blocks of 2, O(N K)), and a footnote says so.
+
+Selective prediction (``jaxcal.selective``): the confidence is the top-label probability
+(binary: max(p, 1 - p)); AURC in the ``"mean"`` convention (Geifman & El-Yaniv's mean of the
+running error rates), E-AURC against the exact best ranking, AUGRC in Traub et al.'s
+convention, risk at 80/90/95% coverage; tied confidences averaged over their orders;
+intervals as the metrics table's (the same resamples).
 
 ``--by COLUMN`` adds calibration within segments: the distinct values of a ``.csv``
 column (any text; with a ``.csv`` it is not a score column) or of an ``.npz`` key split
@@ -97,6 +116,8 @@ of an earlier revision reads every later one)::
                            "low": float or null, "high": float or null},
                            "hosmer_lemeshow": {"statistic": float, "p_value": float,
                                                "log10_p_value": float}},
+               "harness": (with --harness only) {HARNESS: float or null,
+                           "temperature_inputs": "logits" | "log_probs"},
                "fit": null or {"folds": int, "seed": int,
                                "temperature_inputs": "logits" | "log_probs",
                                "results": {CALIBRATOR: {"ece": float, "log_loss": float,
@@ -114,8 +135,16 @@ CORP decomposition ``corp_brier``, ``corp_brier_miscalibration``,
 (the positive class, or the top-label confidence for multiclass; since the CORP revision
 of the schema) (with intervals); ``brier_reliability``, ``brier_resolution``, ``brier_uncertainty``,
 ``brier_within_bin_variance``, ``brier_within_bin_covariance``, and ``positive_rate``
-(binary only) without. Test NAMEs: ``ks``, ``kuiper``, ``spiegelhalter`` (two-sided),
-``ece_consistency``. CALIBRATORs: ``uncalibrated``, ``temperature_scaling``,
+(binary only) without; the selective block ``aurc``, ``e_aurc``, ``augrc``,
+``risk_at_coverage_80``, ``risk_at_coverage_90``, ``risk_at_coverage_95`` (with intervals).
+Test NAMEs: ``ks``, ``kuiper``, ``spiegelhalter`` (two-sided), ``ece_consistency``, and
+``skce``, whose entry adds ``"estimate"`` (the unbiased SKCE, printed in the table),
+``"bandwidth"`` and ``"method"`` (``"asymptotic"`` or ``"block"``; the statistic is the
+asymptotic test's n/(n-1) SKCE_u - SKCE_b, or the block test's z). HARNESS:
+``hle_calibration_error``; HELM's ``ece_10_bin``, ``ece_1_bin``, ``selective_cov_acc_area``,
+``selective_acc@10``, ``platt_coef``, ``platt_intercept``, ``platt_ece_10_bin``,
+``platt_ece_1_bin``; the temperature-tuned ``temperature``, ``brier``,
+``rms_calibration_error``, ``log_loss`` (null where N < 100). CALIBRATORs: ``uncalibrated``, ``temperature_scaling``,
 ``venn_abers``, and ``top_label_platt``, ``top_label_isotonic`` (multiclass) or ``platt``,
 ``isotonic``, ``centred_isotonic`` (binary). CLINICAL (binary models): ``slope``,
 ``intercept``, ``citl`` (with 95% Wald intervals), ``ici``, ``e50``, ``e90``, ``emax``
@@ -150,12 +179,21 @@ from pathlib import Path
 from jaxcal.cli._args import LIMITS, check_args
 from jaxcal.cli._cache import kernel_folder, plot_cache
 from jaxcal.cli._fit import compute_fit, fit_calls
-from jaxcal.cli._format import _json_safe, _table, format_p, print_report, report_json, write_plot
+from jaxcal.cli._format import (
+    _json_safe,
+    _num,
+    _table,
+    format_p,
+    print_report,
+    report_json,
+    write_plot,
+)
+from jaxcal.cli._harness import compute_harness, harness_call, print_harness
 from jaxcal.cli._io import InputError, load, load_demo
 from jaxcal.cli._kernels import set_store
 from jaxcal.cli._parquet import is_parquet, report_streamed
 from jaxcal.cli._progress import Progress
-from jaxcal.cli._report import CONFIDENCE, compute_report, report_call
+from jaxcal.cli._report import CONFIDENCE, compute_report, report_calls
 from jaxcal.cli._segments import compute_segments, print_segments, read_column
 from jaxcal.cli._validate import validate
 
@@ -235,6 +273,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="M",
         help="rows of the --by table (default 20; the JSON has every segment)",
     )
+    rep.add_argument(
+        "--harness",
+        action="store_true",
+        help="also print what LLM evaluation harnesses report: HLE's calib_err, HELM's "
+        "calibration fields, the temperature-tuned Brier and RMS error (jaxcal.presets)",
+    )
     rep.add_argument("--json", metavar="OUT", help="write every number as JSON ('-': stdout)")
     rep.add_argument(
         "--plot",
@@ -277,13 +321,16 @@ def _stream_hint(models) -> None:
 def _prepare(models, args: argparse.Namespace, fit: bool) -> None:
     """Trace every kernel the models need, their compilation started in worker threads."""
     for model in models:
-        kernel, arrays, static = report_call(
+        for kernel, arrays, static in report_calls(
             model, n_bins=args.bins, n_resamples=args.resamples, seed=args.seed
-        )
-        kernel.prepare(*arrays, **static)
+        ):
+            kernel.prepare(*arrays, **static)
         for _, kernel, arrays, static in (
             fit_calls(model, n_bins=args.bins, n_folds=args.folds, seed=args.seed) if fit else ()
         ):
+            kernel.prepare(*arrays, **static)
+        if args.harness:
+            kernel, arrays, static = harness_call(model)
             kernel.prepare(*arrays, **static)
 
 
@@ -342,6 +389,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 with progress(f"{model.name}: calibration within segments of {args.by!r}"):
                     values = read_column(Path(model.source), args.by, model.probs.shape[0])
                     results[-1]["segments"] = compute_segments(model, values, args.by)
+            if args.harness:
+                with progress(f"{model.name}: harness presets"):
+                    results[-1]["harness"] = compute_harness(model)
             if fit:
                 with progress(f"{model.name}: cross-fitting calibrators on {args.folds} folds"):
                     results[-1]["fit"] = compute_fit(
@@ -351,11 +401,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for entry, result in zip(document["models"], results, strict=True):
             if "segments" in result:
                 entry["segments"] = _json_safe(result["segments"])
+            if "harness" in result:
+                entry["harness"] = _json_safe(result["harness"])
         if args.json == "-":
             json.dump(document, sys.stdout, indent=2)
             print()
         else:
             print_report(models, results, settings, sys.stdout)
+            print_harness(models, results, _num, _table, sys.stdout)
             print_segments(models, results, sys.stdout, format_p, _table, args.max_segments)
         if args.json not in (None, "-"):
             try:
@@ -367,10 +420,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             plot_cache(kernel_folder(no_cache=args.no_cache))
             with progress(f"writing {args.plot}"):
                 write_plot(
-                    models, args.plot, n_bins=args.bins, n_resamples=args.resamples, seed=args.seed
+                    models,
+                    args.plot,
+                    n_bins=args.bins,
+                    n_resamples=args.resamples,
+                    seed=args.seed,
+                    results=results,
                 )
             if args.json != "-":
-                print(f"\nreliability, cumulative and CORP diagrams written to {args.plot}")
+                print(
+                    f"\nreliability, cumulative, CORP and risk-coverage diagrams written to "
+                    f"{args.plot}"
+                )
         sys.stdout.flush()  # a closed pipe raises here, inside the try, not at exit
     except InputError as err:
         print(f"jaxcal: error: {err}", file=sys.stderr)

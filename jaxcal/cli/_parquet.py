@@ -268,7 +268,7 @@ def report_streamed(args: argparse.Namespace) -> int:
         print()
     else:
         kinds = {"Parquet" if is_parquet(p) else p.suffix.lower() for p in args.files}
-        _print(models, settings, sys.stdout, ", ".join(sorted(kinds)))
+        _print(models, settings, sys.stdout, ", ".join(sorted(kinds)), args.harness)
     if args.json not in (None, "-"):
         try:
             with open(args.json, "w", encoding="utf-8") as f:
@@ -278,7 +278,7 @@ def report_streamed(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print(models: list[dict], settings: dict, out, kinds: str) -> None:
+def _print(models: list[dict], settings: dict, out, kinds: str, harness: bool = False) -> None:
     print(f"jaxcal report (streamed from {kinds})", file=out)
     for m in models:
         shape = "binary (N,)" if m["binary"] else f"{m['num_classes']} classes"
@@ -318,5 +318,10 @@ def _print(models: list[dict], settings: dict, out, kinds: str) -> None:
     print(
         "  The tests of calibration need every score in memory: report an in-memory sample "
         "of the\n  predictions (.npz or .csv, without --stream) for them.",
+        file=out,
+    )
+    print(
+        "  SKCE, the selective-prediction block (AURC, E-AURC, AUGRC, risk at coverage) and "
+        f"{'--harness' if harness else 'the harness presets'} need the in-memory report too.",
         file=out,
     )

@@ -1,7 +1,8 @@
 """Computing ``jaxcal report``'s numbers: every metric, interval and test of one model.
 
 All of a model's metrics, their percentile bootstrap intervals (the same resamples for
-every metric) and the tests are one jitted computation, so a second model of the same
+every metric), the selective-prediction block (``jaxcal/cli/_selective.py``) and the tests
+(SKCE's included) are one jitted computation, so a second model of the same
 shape costs no compilation. The numbers come back as host floats in the shape of the
 ``--json`` schema's ``metrics`` and ``tests``.
 """
@@ -20,7 +21,9 @@ import jaxcal
 from jaxcal import stats
 from jaxcal.cli._clinical import clinical_numbers, to_host
 from jaxcal.cli._io import Model
-from jaxcal.cli._kernels import Kernel
+from jaxcal.cli._kernels import FAST_RUN, Kernel
+from jaxcal.cli._selective import KEYS as SELECTIVE_KEYS
+from jaxcal.cli._selective import selective_numbers
 
 #: Level of the bootstrap intervals.
 CONFIDENCE = 0.95
@@ -106,10 +109,55 @@ DECOMPOSITION = (
 )
 
 
+#: SKCE's asymptotic test (bootstrap of the null) costs O(N^2 (K + R)) for N samples, K
+#: classes and R resamples: it is used while N^2 (K + R) is at most this (N = 10,000 at
+#: K = 10 and the default 200 resamples), else the block z-test (O(N K), blocks of
+#: ``SKCE_BLOCK``).
+SKCE_ASYMPTOTIC_MAX_WORK = 21 * 10**9
+#: Block size of the SKCE block test (CalibrationTests.jl's default, 2).
+SKCE_BLOCK = 2
+#: Test NAMEs whose entries are (statistic, p-value, log p-value).
+TESTS = ("ks", "kuiper", "spiegelhalter", "ece_consistency")
+
+
+def skce_method(n: int, k: int, n_resamples: int) -> str:
+    """Which SKCE test the report runs on N samples of K classes: ``"asymptotic"``,
+    ``"block"``, or ``"none"`` for N < 2 (no pair of samples: the row reads ``-``)."""
+    if n < 2:
+        return "none"
+    return "asymptotic" if n * n * (k + n_resamples) <= SKCE_ASYMPTOTIC_MAX_WORK else "block"
+
+
+def _classes(model: Model) -> int:
+    return 2 if model.probs.ndim == 1 else model.probs.shape[1]
+
+
+def skce_key(key):
+    """The SKCE test's key: ``fold_in(key(seed), 2)``, apart from the other resamples'."""
+    return jax.random.fold_in(key, 2)
+
+
+def skce_numbers(probs, labels, key, n_resamples: int, method: str) -> tuple:
+    """(statistic, p-value, log p-value, estimate, bandwidth) of :func:`jaxcal.stats.skce_test`
+    (unbiased SKCE, Laplacian kernel, median bandwidth; ``method`` from ``skce_method()``),
+    inside the report's kernel."""
+    if method == "none":
+        nan = jnp.full((), jnp.nan, probs.dtype)
+        return (nan,) * 5
+    if method == "asymptotic":
+        res = stats.skce_test(probs, labels, key=key, n_resamples=n_resamples)
+        log_p = jnp.log(res.p_value)
+    else:
+        res = stats.skce_test(probs, labels, method="block", block_size=SKCE_BLOCK)
+        log_p = log_ndtr(-res.statistic)
+    return (res.statistic, res.p_value, log_p, res.estimate, res.bandwidth)
+
+
 def _report_kernel(probs, labels, key_data, *, n_bins, n_resamples):
     """Every number of the report for one model, as a dict of 0-d arrays (one jit)."""
     binary = probs.ndim == 1
-    boot_key, consistency_key = jax.random.split(jax.random.wrap_key_data(key_data))
+    base_key = jax.random.wrap_key_data(key_data)
+    boot_key, consistency_key = jax.random.split(base_key)
     out = {}
     for name, _, metric in metric_specs(n_bins, binary):
         res = stats.bootstrap_ci(
@@ -154,46 +202,72 @@ def _report_kernel(probs, labels, key_data, *, n_bins, n_resamples):
     return out
 
 
+def _extras_kernel(probs, labels, key_data, *, n_resamples, skce):
+    """The SKCE test and the selective-prediction block of one model (one jit).
+
+    Apart from ``_report_kernel`` for speed, not for lack of room: both are sorts and
+    tiled products repeated over every resample, which XLA:CPU runs 4-8x faster at its
+    default optimisation level (``FAST_RUN``: the selective block 36 ms and the SKCE test
+    25 ms per demo model, against 243 ms and 204 ms at the report kernel's
+    ``FAST_COMPILE``), for about 3 s more compilation (5 s against 3 s, load 4) in the
+    first run only; later runs load it from the store.
+    The resamples are the report's: the same ``boot_key`` as the metrics table.
+    """
+    base_key = jax.random.wrap_key_data(key_data)
+    boot_key, _ = jax.random.split(base_key)
+    out = {"skce": skce_numbers(probs, labels, skce_key(base_key), n_resamples, skce)}
+    out.update(selective_numbers(probs, labels, boot_key, n_resamples, CONFIDENCE))
+    return out
+
+
 _REPORT = Kernel("report", _report_kernel)
+_EXTRAS = Kernel("report_extras", _extras_kernel, options=FAST_RUN)
 
 
-def report_call(model: Model, *, n_bins: int, n_resamples: int, seed: int) -> tuple:
-    """(kernel, arrays, static options) of one model's report."""
+def report_calls(model: Model, *, n_bins: int, n_resamples: int, seed: int) -> list[tuple]:
+    """(kernel, arrays, static options) of each kernel of one model's report."""
     key_data = jax.random.key_data(jax.random.key(seed))
-    return (
-        _REPORT,
-        (model.probs, model.labels, key_data),
-        {
-            "n_bins": n_bins,
-            "n_resamples": n_resamples,
-        },
-    )
+    arrays = (model.probs, model.labels, key_data)
+    skce = skce_method(model.probs.shape[0], _classes(model), n_resamples)  # static option
+    return [
+        (_REPORT, arrays, {"n_bins": n_bins, "n_resamples": n_resamples}),
+        (_EXTRAS, arrays, {"n_resamples": n_resamples, "skce": skce}),
+    ]
 
 
 def start_report(model: Model, *, n_bins: int, n_resamples: int, seed: int) -> dict:
-    """Dispatch the report kernel of one model; its device arrays (not waited for)."""
-    kernel, arrays, static = report_call(model, n_bins=n_bins, n_resamples=n_resamples, seed=seed)
-    return kernel(*arrays, **static)
+    """Dispatch the report's kernels of one model; their device arrays (not waited for)."""
+    raw = {}
+    for kernel, arrays, static in report_calls(
+        model, n_bins=n_bins, n_resamples=n_resamples, seed=seed
+    ):
+        raw.update(kernel(*arrays, **static))
+    return raw
 
 
-def finish_report(raw: dict) -> dict:
-    """Host floats of ``start_report()``'s arrays, in the shape of the JSON schema."""
+def finish_report(raw: dict, *, skce: str | None = None) -> dict:
+    """Host floats of ``start_report()``'s arrays, in the shape of the JSON schema
+    (``skce``: the SKCE test's method, ``skce_method()``)."""
     raw = jax.device_get(raw)
     metrics, tests = {}, {}
     clinical = to_host(raw.pop("clinical")) if "clinical" in raw else None
     for name, values in raw.items():
         values = [float(v) for v in values]
-        if name in ("ks", "kuiper", "spiegelhalter", "ece_consistency"):
-            stat, p, log_p = values
+        if name in TESTS or name == "skce":
+            stat, p, log_p = values[:3]
             tests[name] = {"statistic": stat, "p_value": p, "log10_p_value": log_p / math.log(10)}
+            if name == "skce":
+                tests[name].update(estimate=values[3], bandwidth=values[4], method=skce)
         elif len(values) == 3:
             metrics[name] = {"value": values[0], "low": values[1], "high": values[2]}
         else:
             metrics[name] = {"value": values[0], "low": None, "high": None}
-    metrics = {k: metrics[k] for k in ROW_ORDER if k in metrics}
+    metrics = {k: metrics[k] for k in (*ROW_ORDER, *SELECTIVE_KEYS) if k in metrics}
     return {"metrics": metrics, "tests": tests, "clinical": clinical}
 
 
 def compute_report(model: Model, *, n_bins: int, n_resamples: int, seed: int) -> dict:
     """Host floats of every metric and test of one model (see the JSON schema)."""
-    return finish_report(start_report(model, n_bins=n_bins, n_resamples=n_resamples, seed=seed))
+    raw = start_report(model, n_bins=n_bins, n_resamples=n_resamples, seed=seed)
+    n, k = model.probs.shape[0], _classes(model)
+    return finish_report(raw, skce=skce_method(n, k, n_resamples))

@@ -170,9 +170,10 @@ def _round_trip_cases(tmp_path) -> dict[str, tuple[list[str], dict[str, str]]]:
         # Binary (clinical block: LAPACK) and multiclass reports, the uncalibrated scores
         # and all nine calibrators: temperature scaling on logits (binary) and on
         # log-probabilities (multiclass), Platt (FAST_RUN options), isotonic, centred
-        # isotonic, Venn-Abers, top-label Platt and isotonic, multiclass Venn-Abers.
+        # isotonic, Venn-Abers, top-label Platt and isotonic, multiclass Venn-Abers; the
+        # --harness presets (N = 200 and N = 20, below HLE's bin of 100).
         "fit": (
-            [files["binary"], files["multi"], files["half"], "--fit", "--folds", "2"],
+            [files["binary"], files["multi"], files["half"], "--fit", "--folds", "2", "--harness"],
             {},
         ),
         # The smallest inputs: N = 1 (binary) and N = 3 (three classes).
@@ -186,10 +187,10 @@ def _round_trip_cases(tmp_path) -> dict[str, tuple[list[str], dict[str, str]]]:
 
 #: Stored entries of each group, by kernel name.
 _STORED = {
-    "fit": {"report": 2, "uncalibrated": 2, "cross_fit": 14},
-    "tiny": {"report": 2},
-    "x64": {"report": 1},
-    "large": {"report": 1},
+    "fit": {"report": 2, "report_extras": 2, "harness": 3, "uncalibrated": 2, "cross_fit": 14},
+    "tiny": {"report": 2, "report_extras": 2},
+    "x64": {"report": 1, "report_extras": 1},
+    "large": {"report": 1, "report_extras": 1},
 }
 
 
