@@ -179,7 +179,10 @@ def ece_kde(
       Popordanoska, Sayer & Blaschko (2022), "A Consistent and Differentiable Lp Canonical
       Calibration Error Estimator", NeurIPS; code ``tpopordanoska/ece-kde``.
     """
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    # Values checked on every call, before the kernel: its work is O(N^2) (or a
+    # resampled O(N^2)), so the O(N) check costs nothing beside it, and bad input never
+    # waits for the computation it would spoil (the in-kernel summary stays as a guard).
+    probs, labels, weights = check_probs_labels(probs, labels, weights)
     bandwidth, p = check_ece_kde_options(bandwidth, p, kind)
     kind = "canonical" if probs.ndim == 1 else kind
     return run_validated(_ece_kde_kernel, probs, labels, weights, bandwidth, p, kind)
@@ -276,7 +279,10 @@ def proper_calibration_error(
     check_option("kind", kind, PROPER_KINDS)
     if bandwidth is not None:
         bandwidth = check_hyperparameter("bandwidth", bandwidth)
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    # Values checked on every call, before the kernel: its work is O(N^2) (or a
+    # resampled O(N^2)), so the O(N) check costs nothing beside it, and bad input never
+    # waits for the computation it would spoil (the in-kernel summary stays as a guard).
+    probs, labels, weights = check_probs_labels(probs, labels, weights)
     return run_validated(_proper_kernel, probs, labels, weights, bandwidth, divergence, kind)
 
 

@@ -237,7 +237,10 @@ def skce(
       (2021), "Calibration tests beyond classification", ICLR; CalibrationErrors.jl
       (``src/skce.jl``).
     """
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    # Values checked on every call, before the kernel: its work is O(N^2) (or a
+    # resampled O(N^2)), so the O(N) check costs nothing beside it, and bad input never
+    # waits for the computation it would spoil (the in-kernel summary stays as a guard).
+    probs, labels, weights = check_probs_labels(probs, labels, weights)
     bandwidth, block_size = check_skce_options(
         probs, kernel, bandwidth, estimator, block_size, kind
     )

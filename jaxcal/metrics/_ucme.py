@@ -138,7 +138,10 @@ def ucme(
       Widmann, Lindsten & Zachariah (2021), "Calibration tests beyond classification",
       ICLR; CalibrationErrors.jl (``src/ucme.jl``).
     """
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    # Values checked on every call, before the kernel: its work is O(N^2) (or a
+    # resampled O(N^2)), so the O(N) check costs nothing beside it, and bad input never
+    # waits for the computation it would spoil (the in-kernel summary stays as a guard).
+    probs, labels, weights = check_probs_labels(probs, labels, weights)
     test_probs, test_labels, bandwidth = check_ucme_options(
         probs, test_probs, test_labels, kernel, bandwidth
     )

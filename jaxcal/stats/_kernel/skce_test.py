@@ -246,7 +246,10 @@ def skce_test(
       ``distribution_free.jl``).
     """
     check_option("method", method, SKCE_TESTS)
-    probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
+    # Values checked on every call, before the kernel: its work is O(N^2) (or a
+    # resampled O(N^2)), so the O(N) check costs nothing beside it, and bad input never
+    # waits for the computation it would spoil (the in-kernel summary stays as a guard).
+    probs, labels, weights = check_probs_labels(probs, labels, weights)
     est = estimator if method == "distribution_free" else "unbiased"
     bandwidth, block_size = check_skce_options(probs, kernel, bandwidth, est, block_size, kind)
     kind = "canonical" if probs.ndim == 1 else kind
