@@ -1355,6 +1355,7 @@ def host_only() -> dict[Any, str]:
         sk.CalibratedClassifierCV: "a scikit-learn estimator on NumPy arrays (host side)",
         sk.CalibrationDisplay: "draws with matplotlib (host side)",
         sk.calibration_curve: "scikit-learn's NumPy float64 result, reproduced on the host",
+        sk.expected_failed_checks: "a dict of scikit-learn check names (host side)",
         plot.reliability_diagram: "draws with matplotlib (host side)",
         plot.cumulative_differences_plot: "draws with matplotlib (host side)",
         plot.corp_diagram: "draws with matplotlib (host side)",

@@ -9,7 +9,12 @@ inputs. Needs scikit-learn (the ``sklearn`` extra: ``pip install jaxcal[sklearn]
 ``import jaxcal`` does not import this namespace.
 """
 
-from jaxcal.sklearn._calibrated import CalibratedClassifierCV
+from jaxcal.sklearn._calibrated import CalibratedClassifierCV, expected_failed_checks
 from jaxcal.sklearn._curve import CalibrationDisplay, calibration_curve
 
-__all__ = ["CalibratedClassifierCV", "CalibrationDisplay", "calibration_curve"]
+__all__ = [
+    "CalibratedClassifierCV",
+    "CalibrationDisplay",
+    "calibration_curve",
+    "expected_failed_checks",
+]

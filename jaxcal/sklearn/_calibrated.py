@@ -281,6 +281,46 @@ class CalibratedClassifierCV(ClassifierMixin, MetaEstimatorMixin, BaseEstimator)
         return tags
 
 
+_WEIGHT_EQUIVALENCE = (
+    "Venn-Abers probabilities jump with the order of the calibration scores (exact ties "
+    "form one group): LinearSVC fitted on repeated rows and on integer weights gives "
+    "decision values that differ by about 3e-9, which reorders near-ties and moves the "
+    "probabilities by up to 0.04; the continuous methods pass"
+)
+
+
+def expected_failed_checks(estimator: Any) -> dict[str, str]:
+    """scikit-learn's estimator checks that ``estimator`` is expected to fail, with why.
+
+    For ``expected_failed_checks=`` of :func:`sklearn.utils.estimator_checks.check_estimator`
+    and ``parametrize_with_checks`` (scikit-learn >= 1.6 takes expected failures there,
+    not from an estimator's tags). Venn-Abers is discontinuous at its calibration
+    scores, so the two sample-weight-equivalence checks, whose two fits differ in the
+    estimator's decision values by ~3e-9, move its probabilities; every other method
+    passes every check. (Batch invariance, ``check_methods_subset_invariance``, holds
+    for every method: test scores within round-off of a calibration score are read as
+    it, see ``jaxcal/sklearn/_methods.py``.)
+
+    Args:
+      estimator: a :class:`CalibratedClassifierCV`.
+
+    Returns:
+      ``{check name: reason}``, empty for the continuous methods.
+
+    Example:
+      >>> sorted(expected_failed_checks(CalibratedClassifierCV(method="venn_abers")))
+      ['check_sample_weight_equivalence_on_dense_data', 'check_sample_weight_equivalence_on_sparse_data']
+      >>> expected_failed_checks(CalibratedClassifierCV())
+      {}
+    """
+    if getattr(estimator, "method", None) != "venn_abers":
+        return {}
+    return {
+        "check_sample_weight_equivalence_on_dense_data": _WEIGHT_EQUIVALENCE,
+        "check_sample_weight_equivalence_on_sparse_data": _WEIGHT_EQUIVALENCE,
+    }
+
+
 def _num_samples_or_none(value: Any) -> int | None:
     try:
         return _num_samples(value)

@@ -16,6 +16,15 @@ the fitted steps move by up to 0.02 at N = 1e5 (benchmarks/bench_selective.py).
 Rows are padded with weight-0 rows up to the next power of two (and at least 16), so
 that the many fold and batch sizes of a cross-validation share a few compiled programs;
 jaxcal's fits ignore rows of weight 0.
+
+Venn-Abers is discontinuous at its calibration scores (a test score equal to one is tied
+with it; one a hair below or above is not), while an estimator's response is not
+reproducible to the last bit: LinearSVC's decision value of one row differed by 4.4e-16
+between a 1-row and a 30-row call on one machine (BLAS blocks the dot products by batch
+size), and moved a probability from 0.667 to 0.5. Before Venn-Abers is applied, a test
+score within ``SNAP_RTOL`` (relative to the largest calibration score's magnitude, at
+least 1) of a calibration score is read as that score (``snap_to_calibration_scores``),
+so predictions do not depend on the batch they are computed in.
 """
 
 from __future__ import annotations
@@ -27,8 +36,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcal import calibrators as C
+from jaxcal.calibrators import VennAbersParams
 
 METHODS = ("sigmoid", "isotonic", "temperature", "venn_abers")
+
+#: Test scores this close (relative) to a Venn-Abers calibration score are read as it: far
+#: above the round-off of a response computed in another batch (a few ulp of float64,
+#: ~1e-15), far below any difference between scores that means something.
+SNAP_RTOL = 1e-11
 
 _BUILT: dict[tuple, Any] = {}
 
@@ -148,11 +163,38 @@ def predict_calibrated(fitted: Fitted, predictions: np.ndarray) -> np.ndarray:
         return _predict(fitted, predictions)
 
 
+def snap_to_calibration_scores(params: VennAbersParams, scores: np.ndarray) -> np.ndarray:
+    """``scores`` ``(C, N)`` with each one within ``SNAP_RTOL`` of a calibration score of
+    its column's fitted Venn-Abers predictor (``params`` stacked over C) replaced by it.
+
+    Example:
+      >>> params = VennAbersParams(np.array([[0.2, 0.5, 0.5]]), None, None, np.array([2]))
+      >>> snapped = snap_to_calibration_scores(params, np.array([[0.5 - 4e-16, 0.2 + 1e-9]]))
+      >>> snapped[0, 0] == 0.5, snapped[0, 1] == 0.2 + 1e-9  # 1e-9 is a real difference
+      (np.True_, np.True_)
+    """
+    out = np.array(scores, np.float64)
+    for c, (x, size) in enumerate(zip(np.asarray(params.x), np.asarray(params.size), strict=True)):
+        x = np.asarray(x[: int(size)], np.float64)
+        if x.size == 0:
+            continue
+        tol = SNAP_RTOL * max(1.0, float(np.max(np.abs(x))))
+        right = np.clip(np.searchsorted(x, out[c]), 0, x.size - 1)  # the neighbours
+        left = np.maximum(right - 1, 0)
+        closer_left = np.abs(out[c] - x[left]) <= np.abs(out[c] - x[right])
+        near = np.where(closer_left, x[left], x[right])
+        out[c] = np.where(np.abs(out[c] - near) <= tol, near, out[c])
+    return out
+
+
 def _predict(fitted: Fitted, predictions: np.ndarray) -> np.ndarray:
     cal, n = calibrator_of(fitted.method), predictions.shape[0]
     size = padded_size(n)
     if is_binary(cal):
-        x = jnp.asarray(_pad(np.asarray(predictions, np.float64), size).T, _dtype())
+        columns = np.asarray(predictions, np.float64)
+        if isinstance(fitted.params, VennAbersParams):  # see the module docstring
+            columns = snap_to_calibration_scores(fitted.params, columns.T).T
+        x = jnp.asarray(_pad(columns, size).T, _dtype())
         cols = np.asarray(jax.vmap(cal.apply)(fitted.params, x), np.float64)[:, :n]
         proba = np.zeros((n, fitted.n_classes))
         if fitted.n_classes == 2 and cols.shape[0] == 1:
