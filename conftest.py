@@ -23,7 +23,7 @@ from hypothesis import settings
 # The suite compiles thousands of small programs that each run for microseconds, so compile
 # time is nearly all of its time. XLA:CPU's classic fusion emitters at LLVM -O0 compile them
 # 2.7x faster (tests/metrics/test_ece.py: 101 -> 37 CPU-s) and the whole suite passes the same way;
-# `jaxcal report` compiles its own kernels with these options too (jaxcal/cli/_kernels.py).
+# `jaxcal report` compiles its own kernels with these options too (jaxcal/_core/store.py).
 # JAXCAL_TEST_DEFAULT_XLA=1 runs the suite with XLA's default (optimised) code generation.
 if os.environ.get("JAXCAL_TEST_DEFAULT_XLA", "").strip().lower() in ("", "0", "false", "no"):
     _fast_compile = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
@@ -78,11 +78,19 @@ if os.environ.get("JAXCAL_NO_COMPILATION_CACHE", "").strip().lower() in ("", "0"
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
+# The library's eager calls keep their executables on disk by default (jaxcal/_core/store.py);
+# the test session relies on JAX's cache above instead (an executable read back from it
+# cannot be stored anyway), and the tests of the store turn it on for themselves.
+from jaxcal._core.store import set_executable_store  # noqa: E402
+
+set_executable_store(None)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _cli_cache_per_worker():
     """Point ``jaxcal report``'s cache folder at this worker's own, for the whole session.
 
-    The command line stores its compiled kernels by default (jaxcal/cli/_cache.py), in
+    The command line stores its compiled kernels by default (jaxcal/_core/cache_dir.py), in
     ``$JAXCAL_CACHE_DIR/kernels``: each worker gets ``$JAXCAL_CACHE_DIR/cli-WORKER``, so two
     workers never share a store, and no test writes into the user's ``~/.cache``. Set
     here, not at import, because the xdist controller imports this file too and its

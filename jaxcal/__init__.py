@@ -1,6 +1,7 @@
 """jaxcal: measure, test and fix the calibration of probabilistic classifiers, in JAX."""
 
 from jaxcal import calibrators, coverage, losses, presets, selective, streaming
+from jaxcal._core.store import set_executable_store
 from jaxcal.calibrators import Calibrator
 from jaxcal.metrics import (
     BinStats,
@@ -152,6 +153,7 @@ __all__ = [
     "score_decomposition",
     "score_decomposition_ci",
     "selective",
+    "set_executable_store",
     "skce",
     "skce_test",
     "smooth_ece",

@@ -1333,6 +1333,7 @@ NOT_TRANSFORMED = {
     streaming.parquet_state: "reads Parquet files with pyarrow, batch by batch, on the host",
     streaming.array_state: "slices NumPy (memory-mapped) arrays batch by batch on the host",
     streaming.dask_state: "runs parquet_state on a Dask cluster's workers (host I/O)",
+    jaxcal.set_executable_store: "a process-wide setting (where compiled programs are kept)",
     streaming.process_merge: (
         "a collective across JAX processes on concrete arrays (make_array_from_process_local"
         "_data), called between steps; the identity in one process"

@@ -18,7 +18,7 @@ module in             may import (besides its own folder)
 ``jaxcal.plot``       every floor below it
 ``jaxcal.sklearn``    every floor below it (plot's floor)
 ``jaxcal.cli``        anything
-``jaxcal`` (root)     the public namespaces it re-exports
+``jaxcal`` (root)     the public namespaces it re-exports, and ``_core``'s store switch
 ====================  ==============================================================
 
 Nothing imports ``jaxcal.cli``; no floor imports the root package ``jaxcal`` (whose
@@ -89,6 +89,7 @@ FLOORS_BELOW = {
         "jaxcal",
     },
     "jaxcal": {
+        "_core",  # the process-wide switch of the executable store: set_executable_store
         "metrics",
         "calibrators",
         "coverage",

@@ -31,7 +31,9 @@ NAMESPACES = (
 
 
 def canonical_paths() -> dict[int, str]:
-    """``id(object) -> "jaxcal.<namespace>.<name>"``, the first namespace that exports it."""
+    """``id(object) -> "jaxcal.<namespace>.<name>"``, the first namespace that exports it
+    (``"jaxcal.<name>"`` for the few top-level names no namespace exports, such as
+    ``set_executable_store``, documented on the API index page)."""
     out: dict[int, str] = {}
     for ns in NAMESPACES:
         module = importlib.import_module(f"jaxcal.{ns}")
@@ -39,6 +41,11 @@ def canonical_paths() -> dict[int, str]:
             obj = getattr(module, name)
             if not isinstance(obj, (int, float, str, tuple, dict)):  # constants: by path only
                 out.setdefault(id(obj), f"jaxcal.{ns}.{name}")
+    jaxcal = importlib.import_module("jaxcal")
+    for name in jaxcal.__all__:
+        obj = getattr(jaxcal, name)
+        if callable(obj) and not inspect.isclass(obj):
+            out.setdefault(id(obj), f"jaxcal.{name}")
     return out
 
 

@@ -14,5 +14,9 @@ jaxcal (``tests/test_layout.py`` checks it). One concept a module:
 * ``groups``: segment ids and membership matrices, and the segmented cumulative sum;
 * ``sort``: the sorts (NumPy's on CPU, XLA's elsewhere), by value, by bits and by segment;
 * ``isotonic``: pool-adjacent-violators, shared by the calibrators, CORP and LOESS;
-* ``random``: Threefry words, seeds and the categorical draws of the resampling tests.
+* ``random``: Threefry words, seeds and the categorical draws of the resampling tests;
+* ``cache``: option keys and cached factories (one compiled program per equal options);
+* ``eager``: eager calls padded to size classes, their executables kept per process;
+* ``store``: compiled executables on disk, shared by processes (the report's kernels too);
+* ``cache_dir``: the cache folder and the switches that turn the store off.
 """

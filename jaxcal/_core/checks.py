@@ -95,13 +95,44 @@ def _float_summary(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.A
     return total, jnp.min(flat), jnp.max(flat), row_dev
 
 
+def _in_host_memory(x: Any) -> bool:
+    """NumPy arrays and JAX arrays on the CPU: NumPy reads them without a transfer.
+
+    Their checks run in NumPy, which compiles nothing: ``_float_summary`` and
+    ``_int_range`` would compile a program for every new input shape (1.4 s and 0.7 s at
+    N = 1e4, on the first call of every public function and size, issue 33).
+    """
+    if isinstance(x, np.ndarray):
+        return True
+    try:
+        return isinstance(x, jax.Array) and all(d.platform == "cpu" for d in x.devices())
+    except Exception:  # a deleted or foreign array: the device path decides
+        return False
+
+
 def _host_summary(x: jax.Array) -> tuple[float, float, float, float]:
-    return tuple(float(v) for v in jax.device_get(_float_summary(x)))
+    if not _in_host_memory(x):
+        return tuple(float(v) for v in jax.device_get(_float_summary(x)))
+    xf = np.asarray(x).astype(np.dtype(compute_dtype(x.dtype)), copy=False)
+    if not xf.size:
+        return 0.0, np.inf, -np.inf, 0.0
+    total = float(np.sum(xf, dtype=np.float64)) if np.isfinite(xf).all() else np.nan
+    row_dev = (
+        float(np.max(np.abs(xf @ np.ones(xf.shape[1], xf.dtype) - 1))) if xf.ndim == 2 else 0.0
+    )
+    return total, float(np.min(xf)), float(np.max(xf)), row_dev
 
 
 @jax.jit
-def _int_range(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _device_int_range(x: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.min(x), jnp.max(x)
+
+
+def _int_range(x: jax.Array) -> tuple[Any, Any]:
+    if _in_host_memory(x):
+        host = np.asarray(x)
+        return host.min(), host.max()
+    return _device_int_range(x)
 
 
 def subnormal_mask(x: jax.Array) -> jax.Array:
@@ -119,6 +150,13 @@ def subnormal_mask(x: jax.Array) -> jax.Array:
 @jax.jit
 def _any_subnormal(x: jax.Array) -> jax.Array:
     return jnp.any(subnormal_mask(x))
+
+
+def _has_subnormal(x: jax.Array) -> bool:
+    if not _in_host_memory(x):
+        return bool(_any_subnormal(x))
+    host = np.asarray(x)
+    return bool(np.any((host != 0) & (np.abs(host) < np.finfo(host.dtype).tiny)))
 
 
 def first_index(bad: np.ndarray) -> int | tuple[int, ...]:
@@ -186,7 +224,10 @@ def to_array(x: Any, name: str) -> jax.Array:
     if not isinstance(host, np.ndarray):
         return host
     try:
-        return jnp.asarray(host)
+        # On the host, then one transfer: jnp.asarray would convert the dtype with a
+        # program compiled for every new shape (0.1 s a new N, issue 33).
+        canonical = jax.dtypes.canonicalize_dtype(host.dtype)
+        return jax.device_put(host.astype(canonical, copy=False))
     except (TypeError, ValueError) as err:
         raise ValueError(f"`{name}` must hold numbers only; got dtype {host.dtype}.") from err
 
@@ -305,7 +346,10 @@ def check_labels(
         _check_int32_range(floats, name, num_classes)
     elif host is not None and host.dtype.itemsize > 4 and host.dtype != np.bool_:
         _check_int32_range(host, name, num_classes)
-    arr = jnp.asarray(arr).astype(jnp.int32)
+    if isinstance(arr, np.ndarray):  # converted on the host: no program per shape
+        arr = jax.device_put(arr.astype(np.int32, copy=False))
+    else:
+        arr = jnp.asarray(arr).astype(jnp.int32)
     if values and num_classes is not None and values_checkable(arr) and n > 0:
         lo, hi = (int(v) for v in _int_range(arr))
         if lo < 0 or hi >= num_classes:
@@ -339,7 +383,7 @@ def check_weights(
         check_finite(name, arr, summary)
         if summary[1] < 0:
             raise ValueError(f"`{name}` must be non-negative; got {summary[1]}.")
-        if arr.dtype.itemsize >= 4 and bool(_any_subnormal(arr)):
+        if arr.dtype.itemsize >= 4 and _has_subnormal(arr):
             bad = np.asarray(arr)
             idx = first_index((bad != 0) & (np.abs(bad) < np.finfo(bad.dtype).tiny))
             raise ValueError(

@@ -308,7 +308,7 @@ def device_sorts():
 
     For programs that must not call back into Python: an executable with a host callback
     cannot be serialised and loaded in another process, so ``jaxcal report``'s stored
-    kernels are traced in this block (``jaxcal/cli/_kernels.py``), at the price of XLA's
+    kernels are traced in this block (``jaxcal/_core/store.py``), at the price of XLA's
     slower sorts on CPU (at most 5x NumPy's; the command line does it for inputs of up
     to ``STORED_SORT_MAX_ROWS`` rows, where compiling costs more than sorting).
     """

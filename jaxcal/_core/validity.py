@@ -38,6 +38,7 @@ from jaxcal._core.checks import (
     values_checkable,
 )
 from jaxcal._core.confidence import RowStats, input_row_stats
+from jaxcal._core.eager import PAD_MAX_ROWS, call_padded, size_class
 from jaxcal._core.numerics import compute_dtype, mask_unweighted
 
 
@@ -213,9 +214,14 @@ def _hashable(x: Any) -> Any:
     return x
 
 
-def _signature(identity, *arrays) -> tuple:
+def _signature(identity, *arrays, rows: int | None = None) -> tuple:
+    """The key of a validated call; ``rows``: the size class the first axis counts as."""
     kernel, static = identity
-    shapes = tuple(None if a is None else (a.shape, str(a.dtype)) for a in arrays)
+
+    def shape(a):
+        return a.shape if rows is None or not a.ndim else (rows, *a.shape[1:])
+
+    shapes = tuple(None if a is None else (shape(a), str(a.dtype)) for a in arrays)
     return (kernel, tuple(_hashable(v) for v in static), shapes)
 
 
@@ -249,31 +255,53 @@ def run_validated(
     diagnose: jax.Array | None = None,
     probs_name: str = "probs",
     signature: Any = None,
+    pad: bool = True,
 ) -> Any:
     """``kernel(probs, labels, weights, *static)`` with its inputs validated.
 
     The kernel returns ``(result, InputSummary)``. The first eager call with a new
-    signature (kernel, static options, shapes, dtypes) runs the stand-alone value checks
-    *before* calling it, so bad input never waits for a compilation; later calls check
-    the summary the kernel computed in its own pass (``raise_if_invalid()``). Inside a
-    transformation nothing is checked. ``diagnose``: the array the user passed as
-    ``probs`` when the kernel gets a reshaped one (1-D probabilities as two columns).
+    signature (kernel, static options, size class, dtypes) runs the stand-alone value
+    checks *before* calling it, so bad input never waits for a compilation; later calls
+    check the summary the kernel computed in its own pass (``raise_if_invalid()``).
+    Eager calls run on rows padded to a size class, through executables kept per
+    process and on disk (``jaxcal/_core/eager.py``; ``pad=False`` for kernels whose cost
+    grows faster than N or whose options read every row regardless of weight). Inside a
+    transformation nothing is checked or padded. ``diagnose``: the array the user passed
+    as ``probs`` when the kernel gets a reshaped one (1-D probabilities as two columns).
     ``signature``: ``(identity, options)`` that identifies the kernel and its static
     options when ``kernel`` is a closure made per call (default: ``(kernel, static)``).
     """
     probs, labels, weights, diagnose = replicate_explicit(probs, labels, weights, diagnose)
     user_probs = probs if diagnose is None else diagnose
-    if values_checkable(user_probs, labels, weights):
-        identity = (kernel, static) if signature is None else signature
-        key = _signature(identity, user_probs, labels, weights)
-        if key not in _SEEN:
-            check_probs(user_probs, probs_name)
-            num_classes = 2 if user_probs.ndim == 1 else user_probs.shape[1]
-            check_labels(labels, user_probs.shape[0], num_classes)
-            check_weights(weights, user_probs.shape[0])
-            if len(_SEEN) >= _SEEN_MAX:
-                del _SEEN[next(iter(_SEEN))]
-            _SEEN[key] = None
-    result, summary = kernel(probs, labels, weights, *static)
+    if not values_checkable(user_probs, labels, weights, *_arrays(static)):
+        result, summary = kernel(probs, labels, weights, *static)
+        raise_if_invalid(summary, user_probs, labels, weights, probs_name=probs_name)
+        return result
+    identity = (kernel, static) if signature is None else signature
+    n = user_probs.shape[0]
+    pad = pad and signature is None and n <= PAD_MAX_ROWS and _sharded_on_one_device(probs)
+    key = _signature(identity, user_probs, labels, weights, rows=size_class(n) if pad else None)
+    if key not in _SEEN:
+        check_probs(user_probs, probs_name)
+        num_classes = 2 if user_probs.ndim == 1 else user_probs.shape[1]
+        check_labels(labels, n, num_classes)
+        check_weights(weights, n)
+        if len(_SEEN) >= _SEEN_MAX:
+            del _SEEN[next(iter(_SEEN))]
+        _SEEN[key] = None
+    if pad and probs.shape[0] == n:
+        result, summary = call_padded(kernel, probs, labels, weights, static)
+    else:
+        result, summary = kernel(probs, labels, weights, *static)
     raise_if_invalid(summary, user_probs, labels, weights, probs_name=probs_name)
     return result
+
+
+def _arrays(values: tuple) -> list:
+    return [v for v in values if isinstance(v, jax.Array)]
+
+
+def _sharded_on_one_device(x: Any) -> bool:
+    """Padding gathers rows on the host: only for arrays that live on one device."""
+    sharding = getattr(x, "sharding", None)
+    return sharding is None or len(sharding.device_set) == 1

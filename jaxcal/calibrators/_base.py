@@ -20,7 +20,8 @@ import jax.numpy as jnp
 import optax
 
 from jaxcal._core.cache import option_key
-from jaxcal._core.checks import check_positive_int, is_tracing
+from jaxcal._core.checks import check_positive_int, is_tracing, values_checkable
+from jaxcal._core.eager import PAD_MAX_ROWS, apply_padded, call_padded, outputs_free_of_rows
 from jaxcal._core.numerics import safe_divide, scale_free, vary_like
 from jaxcal.calibrators._inputs import (
     check_binary_inputs,
@@ -113,6 +114,9 @@ class ValidatedFit:
 
     def __call__(self, x: Any, labels: Any, *, weights: Any = None) -> Any:
         args = check_fit_args(x, labels, weights, self.inputs, binary=self.binary)
+        if _pads(*args) and outputs_free_of_rows(_masked_fit, args, (self.kernel, self.inputs)):
+            # eager: rows padded to a size class (jaxcal/_core/eager.py)
+            return call_padded(_masked_fit, *args, (self.kernel, self.inputs))
         return self.kernel(*mask_fit_padding(*args, self.inputs))
 
 
@@ -141,7 +145,20 @@ class ValidatedApply:
         else:
             x, name = check_multiclass_inputs(x, self.inputs), "logits"
         check_params(params, self.params, x, name)
+        if _pads(x, *jax.tree.leaves(params)):  # eager: rows padded to a size class
+            return apply_padded(self.kernel, params, x)
         return self.kernel(params, x)
+
+
+def _pads(*arrays: Any) -> bool:
+    """An eager call (concrete arrays, no transformation) of a size worth padding."""
+    x = arrays[0]
+    return x.shape[0] <= PAD_MAX_ROWS and values_checkable(*[a for a in arrays if a is not None])
+
+
+def _masked_fit(x, labels, weights, kernel, inputs):
+    """A fit kernel behind ``mask_fit_padding`` (one program for the padded eager call)."""
+    return kernel(*mask_fit_padding(x, labels, weights, inputs))
 
 
 def from_kernels(

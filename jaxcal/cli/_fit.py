@@ -19,8 +19,8 @@ import numpy as np
 
 import jaxcal
 from jaxcal import calibrators
+from jaxcal._core.store import FAST_RUN, Kernel
 from jaxcal.cli._io import Model
-from jaxcal.cli._kernels import FAST_RUN, Kernel
 from jaxcal.cli._report import accuracy
 
 #: Calibrator id -> (factory, what it is fitted on: "scores" (the logits, or the

@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal import presets
+from jaxcal._core.store import FAST_RUN, Kernel
 from jaxcal.cli._io import Model
-from jaxcal.cli._kernels import FAST_RUN, Kernel
 from jaxcal.cli._selective import as_rows
 
 #: HLE's bin size (and the RMS error's of the temperature-tuned metrics): N >= BETA needed.

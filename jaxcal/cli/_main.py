@@ -176,8 +176,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from jaxcal._core.cache_dir import kernel_folder, plot_cache
+from jaxcal._core.store import set_store
 from jaxcal.cli._args import LIMITS, check_args
-from jaxcal.cli._cache import kernel_folder, plot_cache
 from jaxcal.cli._fit import compute_fit, fit_calls
 from jaxcal.cli._format import (
     _json_safe,
@@ -190,7 +191,6 @@ from jaxcal.cli._format import (
 )
 from jaxcal.cli._harness import compute_harness, harness_call, print_harness
 from jaxcal.cli._io import InputError, load, load_demo
-from jaxcal.cli._kernels import set_store
 from jaxcal.cli._parquet import is_parquet, report_streamed
 from jaxcal.cli._progress import Progress
 from jaxcal.cli._report import CONFIDENCE, compute_report, report_calls

@@ -19,9 +19,9 @@ from jax.scipy.special import log_ndtr
 
 import jaxcal
 from jaxcal import stats
+from jaxcal._core.store import FAST_RUN, Kernel
 from jaxcal.cli._clinical import clinical_numbers, to_host
 from jaxcal.cli._io import Model
-from jaxcal.cli._kernels import FAST_RUN, Kernel
 from jaxcal.cli._selective import KEYS as SELECTIVE_KEYS
 from jaxcal.cli._selective import selective_numbers
 

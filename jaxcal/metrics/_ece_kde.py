@@ -185,7 +185,7 @@ def ece_kde(
     probs, labels, weights = check_probs_labels(probs, labels, weights)
     bandwidth, p = check_ece_kde_options(bandwidth, p, kind)
     kind = "canonical" if probs.ndim == 1 else kind
-    return run_validated(_ece_kde_kernel, probs, labels, weights, bandwidth, p, kind)
+    return run_validated(_ece_kde_kernel, probs, labels, weights, bandwidth, p, kind, pad=False)
 
 
 def _bregman(r, g, divergence):
@@ -283,7 +283,9 @@ def proper_calibration_error(
     # resampled O(N^2)), so the O(N) check costs nothing beside it, and bad input never
     # waits for the computation it would spoil (the in-kernel summary stays as a guard).
     probs, labels, weights = check_probs_labels(probs, labels, weights)
-    return run_validated(_proper_kernel, probs, labels, weights, bandwidth, divergence, kind)
+    return run_validated(
+        _proper_kernel, probs, labels, weights, bandwidth, divergence, kind, pad=False
+    )
 
 
 @partial(jax.jit, static_argnames=("selection",))

@@ -150,4 +150,4 @@ def mmce(
     probs, labels, weights = check_probs_labels(
         probs, labels, weights, values=False, renormalize=renormalize
     )
-    return run_validated(_mmce_kernel, probs, labels, weights, bandwidth, variant)
+    return run_validated(_mmce_kernel, probs, labels, weights, bandwidth, variant, pad=False)

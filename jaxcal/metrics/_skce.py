@@ -246,5 +246,14 @@ def skce(
     )
     kind = "canonical" if probs.ndim == 1 else kind
     return run_validated(
-        _skce_kernel, probs, labels, weights, bandwidth, kernel, estimator, block_size, kind
+        _skce_kernel,
+        probs,
+        labels,
+        weights,
+        bandwidth,
+        kernel,
+        estimator,
+        block_size,
+        kind,
+        pad=False,  # O(N^2) and its median bandwidth reads every row: see run_validated
     )

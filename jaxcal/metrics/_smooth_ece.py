@@ -178,4 +178,4 @@ def smooth_ece(
         probs, labels, weights, values=False, renormalize=renormalize
     )
     bandwidth = None if auto else bandwidth
-    return run_validated(_smooth_ece_kernel, probs, labels, weights, bandwidth, auto)
+    return run_validated(_smooth_ece_kernel, probs, labels, weights, bandwidth, auto, pad=False)

@@ -146,5 +146,5 @@ def ucme(
         probs, test_probs, test_labels, kernel, bandwidth
     )
     return run_validated(
-        _ucme_kernel, probs, labels, weights, test_probs, test_labels, bandwidth, kernel
+        _ucme_kernel, probs, labels, weights, test_probs, test_labels, bandwidth, kernel, pad=False
     )

@@ -10,7 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from jaxcal.cli import _cache, main
+from jaxcal._core import cache_dir as _cache
+from jaxcal.cli import main
 from tests.cli_helpers import binary, check_schema, multiclass
 
 

@@ -123,5 +123,5 @@ def cme_test(
         probs, test_probs, test_labels, kernel, bandwidth
     )
     return run_validated(
-        _cme_kernel, probs, labels, weights, test_probs, test_labels, bandwidth, kernel
+        _cme_kernel, probs, labels, weights, test_probs, test_labels, bandwidth, kernel, pad=False
     )

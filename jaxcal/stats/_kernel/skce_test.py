@@ -289,8 +289,17 @@ def skce_test(
                 f"{block_size} = {n // block_size}. Use a smaller block_size."
             )
         return run_validated(
-            _block_kernel, probs, labels, weights, bandwidth, kernel, kind, block_size
+            _block_kernel, probs, labels, weights, bandwidth, kernel, kind, block_size, pad=False
         )
     return run_validated(
-        _bound_kernel, probs, labels, weights, bandwidth, kernel, kind, estimator, block_size
+        _bound_kernel,
+        probs,
+        labels,
+        weights,
+        bandwidth,
+        kernel,
+        kind,
+        estimator,
+        block_size,
+        pad=False,  # blocks of rows and O(N^2) sums: see run_validated
     )

@@ -1,4 +1,4 @@
-"""``jaxcal report``'s compiled kernels: compiler options, compiling ahead, executables on disk.
+"""Compiled executables kept on disk: the report's kernels and every eager public call.
 
 A first ``jaxcal report`` is almost all compilation, and a second one would be almost
 all tracing and lowering the same large graphs again (JAX's persistent compilation
@@ -18,6 +18,14 @@ simply not stored.
 Compilation runs in a worker thread (:meth:`Kernel.prepare` returns a future): XLA
 releases the GIL while it compiles, so the next kernel is traced, or the previous one
 runs, meanwhile.
+
+The same store serves the eager calls of the library's public functions
+(``jaxcal/_core/eager.py``: ``entry_path``, ``load``, ``compile_lowered``). It is on by
+default, in ``kernels/`` of the cache folder (``jaxcal/_core/cache_dir.py``), and off
+with ``JAXCAL_KERNEL_STORE=0`` (or ``JAXCAL_NO_COMPILATION_CACHE=1``) or
+:func:`set_executable_store` ``(None)``. Processes may share it at once: an entry is
+written to a temporary file and renamed into place, so a reader sees a whole entry or
+none, and a damaged one is removed and compiled again.
 """
 
 from __future__ import annotations
@@ -49,8 +57,9 @@ try:  # jaxlib's LAPACK targets (private API): without it, no executable calling
 except (ImportError, AttributeError):
     _lapack = None
 
-#: Stored executables kept at most (least recently used pruned first).
-MAX_ENTRIES = 64
+#: Stored executables kept at most (least recently used pruned first): the report's few
+#: kernels and the eager programs of every function, size class and option a user calls.
+MAX_ENTRIES = 1024
 #: Bumped when the stored format changes.
 _FORMAT = "jaxcal-kernel/1"
 
@@ -70,7 +79,8 @@ FAST_RUN = {"xla_cpu_use_fusion_emitters": False}
 #: NumPy's ~1 ms, small beside the seconds a compilation costs.
 STORED_SORT_MAX_ROWS = 2**16
 
-_store: Path | None = None
+_UNSET = object()
+_store: Any = _UNSET  # the folder, None (off), or _UNSET (the default, resolved on first use)
 _pool: ThreadPoolExecutor | None = None
 _compiling = threading.local()  # .from_jax_cache: the current thread's compile was a hit
 
@@ -87,6 +97,67 @@ def set_store(folder: str | os.PathLike | None) -> None:
     """Keep compiled executables in ``folder`` (None: in memory only)."""
     global _store
     _store = None if folder is None else Path(folder)
+
+
+def set_executable_store(folder: str | os.PathLike | bool | None = True) -> None:
+    """Where jaxcal keeps compiled programs between processes; ``None`` or False: nowhere.
+
+    Every eager call of a public function (and ``jaxcal report``) compiles its program
+    once per size class of its input (``jaxcal/_core/eager.py``) and keeps the
+    executable in this folder, so a later process loads it instead of compiling. On by
+    default, in ``kernels/`` of ``$JAXCAL_CACHE_DIR``, ``$XDG_CACHE_HOME/jaxcal`` or
+    ``~/.cache/jaxcal`` (created with mode 0700: the entries are native code this user
+    runs); the environment variable ``JAXCAL_KERNEL_STORE=0`` turns the default off.
+    Deleting the folder is always safe.
+
+    Args:
+      folder: a folder; True for the default folder; None or False for no store (each
+        process compiles again; programs are still kept for the rest of the process).
+
+    Example:
+      >>> import jaxcal
+      >>> jaxcal.set_executable_store(None)   # this process stores nothing
+      >>> jaxcal.set_executable_store(True)   # back to the default folder
+    """
+    global _store
+    if folder is True:
+        _store = _UNSET
+    elif folder is None or folder is False:
+        _store = None
+    else:
+        _store = Path(folder)
+
+
+def store_folder() -> Path | None:
+    """The folder of the store now in force (the default resolved on first use), or None."""
+    global _store
+    if _store is _UNSET:
+        from jaxcal._core.cache_dir import kernel_folder
+
+        _store = kernel_folder()
+    return _store
+
+
+def entry_path(kind: str, key: str) -> Path | None:
+    """The file of a stored program of ``kind`` identified by ``key`` (a string that names
+    everything the program depends on besides the environment), or None (store off, or a
+    backend the store does not serve)."""
+    folder = store_folder()
+    if folder is None or jax.default_backend() != "cpu":
+        return None
+    digest = hashlib.sha256(repr((_environment(), key)).encode()).hexdigest()[:40]
+    return folder / f"{kind}-{digest}.bin"
+
+
+def load(path: Path) -> Any | None:
+    """The executable stored at ``path``, or None (absent, damaged or foreign)."""
+    return _load(path)
+
+
+def compile_lowered(lowered, path: Path | None, options: dict | None = None):
+    """Compile ``lowered`` here (with XLA:CPU ``options``) and store it at ``path`` when
+    storable."""
+    return _compile(lowered, path, options if jax.default_backend() == "cpu" else None)
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -193,10 +264,11 @@ class Kernel:
 
     def _path(self, signature) -> Path | None:
         # The store and the options are for XLA:CPU; other backends compile once per process.
-        if _store is None or jax.default_backend() != "cpu":
+        folder = store_folder()
+        if folder is None or jax.default_backend() != "cpu":
             return None
         key = repr((_environment(), self.name, signature, sorted(self.options.items())))
-        return _store / f"{self.name}-{hashlib.sha256(key.encode()).hexdigest()[:40]}.bin"
+        return folder / f"{self.name}-{hashlib.sha256(key.encode()).hexdigest()[:40]}.bin"
 
     def _compile(self, signature, arrays, static) -> Future:
         """Trace and lower here (tracing holds the GIL), compile in a worker thread.
@@ -216,10 +288,10 @@ class Kernel:
         return _executor().submit(_compile, lowered, self._path(signature))
 
 
-def _compile(lowered, path: Path | None):
+def _compile(lowered, path: Path | None, options: dict | None = None):
     _compiling.from_jax_cache = False
     try:
-        compiled = lowered.compile()
+        compiled = lowered.compile(compiler_options=options) if options else lowered.compile()
     except jax.errors.JaxRuntimeError as err:  # an XLA without one of the options
         if "compile option" not in str(err):
             raise

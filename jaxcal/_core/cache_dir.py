@@ -2,7 +2,7 @@
 
 Almost all of a first ``jaxcal report`` is XLA compiling its kernels, and almost all of a
 second one would be tracing and lowering them again. The command line keeps the
-compiled executables themselves (``jaxcal/cli/_kernels.py``: each input shape's report,
+compiled executables themselves (``jaxcal/_core/store.py``: each input shape's report,
 and with ``--fit`` the uncalibrated scores and each calibrator's cross-fit) in
 ``kernels/`` of:
 
@@ -18,7 +18,7 @@ now fills them first; only executables whose custom calls are all on an allow-li
 LAPACK targets, are stored (``storable_targets()``; a Python host callback
 cannot be, so inputs of up to 2**16 rows are traced with XLA's sorts instead of NumPy's,
 ``STORED_SORT_MAX_ROWS``, and only larger ones compile again in each run); and every
-kernel kind round-trips through a fresh process: tests/cli/test_cache.py.) The streamed
+kernel kind round-trips through a fresh process: tests/core/test_store.py.) The streamed
 report (Parquet, ``--stream``) and ``--by``, ``--plot`` compile with plain ``jax.jit``
 and store nothing. Entries are keyed by the program, the compiler options, the versions
 and the machine, so deleting the folder is always safe (the next run compiles again).
@@ -85,7 +85,7 @@ def plot_cache(kernels: Path | None) -> None:
     """Turn JAX's persistent compilation cache on in ``kernels/../jax`` (None: nothing).
 
     Called before ``--plot`` draws, after every stored kernel has been compiled (an
-    executable read back from JAX's cache cannot be stored by ``jaxcal/cli/_kernels.py``).
+    executable read back from JAX's cache cannot be stored by ``jaxcal/_core/store.py``).
     A user's own ``JAX_COMPILATION_CACHE_DIR`` is left as it is. Every program is kept
     (no minimum compile time or size: the plots' programs are many and small).
     """

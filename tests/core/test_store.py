@@ -1,4 +1,4 @@
-"""``jaxcal report``'s caches (jaxcal/cli/_cache.py, jaxcal/cli/_kernels.py)."""
+"""``jaxcal report``'s caches (jaxcal/_core/cache_dir.py, jaxcal/_core/store.py)."""
 
 import os
 import subprocess
@@ -12,7 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxcal.cli import _cache, _kernels, main
+from jaxcal._core import cache_dir as _cache
+from jaxcal._core import store as _kernels
+from jaxcal.cli import main
 
 
 def test_cache_folder_and_opt_out_follow_the_environment(tmp_path, monkeypatch):
