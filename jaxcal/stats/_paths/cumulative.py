@@ -163,8 +163,8 @@ def _validate(scores, labels, weights):
     return check_probs_labels(scores, labels, weights, probs_name="scores", values=False)
 
 
-def _run(kernel, scores, labels, weights, *static):
-    return run_validated(kernel, scores, labels, weights, *static, probs_name="scores")
+def _run(kernel, scores, labels, weights, *static, pad=True):
+    return run_validated(kernel, scores, labels, weights, *static, probs_name="scores", pad=pad)
 
 
 def _grouped(scores, labels, weights, groups, n_groups, alternative) -> CalibrationTests:
@@ -214,7 +214,7 @@ def cumulative_differences(
       subpopulation from the full population" (weighted variant).
     """
     scores, labels, weights = _validate(scores, labels, weights)
-    return _run(_path_kernel, scores, labels, weights)
+    return _run(_path_kernel, scores, labels, weights, pad=False)  # a path of N points
 
 
 def ks_test(
