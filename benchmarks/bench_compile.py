@@ -1,0 +1,283 @@
+"""Compile cost: trace, lower and XLA-compile times and the lowered program's size, per
+public function, beside a plain ``jnp`` version where one is natural.
+
+    nice python benchmarks/bench_compile.py                 # headline at N = 1e4 + registry
+    python benchmarks/bench_compile.py --quick              # the headline functions only
+    python benchmarks/bench_compile.py --only ece kuiper_test --n 2000
+
+Every entry of the API registry (``tests/api_registry.py``: a public call, static options
+bound, on the registry's data) goes through JAX's ahead-of-time API with a fresh
+``jax.jit``: ``trace`` (Python -> jaxpr), ``lower`` (jaxpr -> StableHLO), ``compile`` (XLA);
+the lowered program's size is its StableHLO text (lines and bytes, ``Lowered.as_text()``).
+The twenty most used kernels (:data:`HEADLINE`, also pinned by
+``tests/test_program_size.py``) run first, on the registry's data at ``--n`` rows (1e4),
+each beside its plain ``jnp`` version where one exists (:data:`PLAIN`: what the function
+computes with no options, no validation summary, no weights); the other entries follow on
+the registry's N = 24 rows (their compile cost hardly depends on N). Everything runs in one
+process in that order, so an inner jitted kernel shared with an earlier entry is traced
+once: later entries' trace times are lower bounds, while lowering and compiling redo the
+whole program. The persistent compilation cache is off (JAX's default; jaxcal's report
+turns it on only for itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from _timing import CLOCKS, Table, environment, write_tables  # noqa: E402
+
+#: The twenty most used kernels (also pinned by tests/test_program_size.py).
+HEADLINE = (
+    "ece",
+    "classwise_ece",
+    "top_label_ece",
+    "mce",
+    "brier_score",
+    "log_loss",
+    "brier_decomposition",
+    "reliability_curve",
+    "ks_test",
+    "kuiper_test",
+    "spiegelhalter_test",
+    "calibration_tests",
+    "bootstrap_ci",
+    "reliability_intervals",
+    "ici",
+    "smooth_ece",
+    "l2_ece_interval",
+    "temperature_scaling.fit",
+    "platt_scaling.fit",
+    "isotonic.fit",
+)
+
+N_BINS = 15
+
+
+def _top(probs):
+    return jnp.max(probs, axis=1), jnp.argmax(probs, axis=1)
+
+
+def plain_ece(probs, labels, weights):
+    """Top-label ECE, 15 equal-width bins, unweighted (Guo et al. 2017)."""
+    conf, pred = _top(probs)
+    correct = (pred == labels).astype(conf.dtype)
+    b = jnp.clip(jnp.ceil(conf * N_BINS).astype(jnp.int32) - 1, 0, N_BINS - 1)
+    count = jnp.zeros(N_BINS).at[b].add(1.0)
+    gap = jnp.zeros(N_BINS).at[b].add(conf - correct)
+    return jnp.sum(jnp.abs(gap)) / jnp.maximum(jnp.sum(count), 1.0)
+
+
+def plain_brier(probs, labels, weights):
+    onehot = jax.nn.one_hot(labels, probs.shape[1], dtype=probs.dtype)
+    return jnp.mean(jnp.sum((probs - onehot) ** 2, axis=1))
+
+
+def plain_log_loss(probs, labels, weights):
+    p = jnp.take_along_axis(probs, labels[:, None], axis=1)[:, 0]
+    return -jnp.mean(jnp.log(jnp.clip(p, 1e-12, 1.0)))
+
+
+def plain_reliability(probs, labels, weights):
+    conf, pred = _top(probs)
+    correct = (pred == labels).astype(conf.dtype)
+    b = jnp.clip(jnp.ceil(conf * N_BINS).astype(jnp.int32) - 1, 0, N_BINS - 1)
+    count = jnp.zeros(N_BINS).at[b].add(1.0)
+    mean_conf = jnp.zeros(N_BINS).at[b].add(conf) / jnp.maximum(count, 1.0)
+    accuracy = jnp.zeros(N_BINS).at[b].add(correct) / jnp.maximum(count, 1.0)
+    return mean_conf, accuracy, count
+
+
+def plain_ks(probs, labels, weights):
+    """Top-label KS calibration error (Gupta et al. 2021): max |cumsum(conf - correct)| / N."""
+    conf, pred = _top(probs)
+    correct = (pred == labels).astype(conf.dtype)
+    order = jnp.argsort(conf)
+    path = jnp.cumsum(conf[order] - correct[order]) / conf.shape[0]
+    return jnp.max(jnp.abs(path))
+
+
+#: registry entry -> its plain jnp version (same arguments: probs, labels, weights).
+PLAIN: dict[str, Callable[..., Any]] = {
+    "ece": plain_ece,
+    "brier_score": plain_brier,
+    "log_loss": plain_log_loss,
+    "reliability_curve": plain_reliability,
+    "ks_test": plain_ks,
+}
+
+
+def measure(fn: Callable[..., Any], args: tuple, clock: str) -> dict[str, float]:
+    """Trace, lower and compile seconds of a fresh ``jax.jit(fn)`` on ``args``, and the
+    StableHLO text's lines and bytes."""
+    now = CLOCKS[clock]
+    jitted = jax.jit(fn)
+    t0 = now()
+    traced = jitted.trace(*args)
+    t1 = now()
+    lowered = traced.lower()
+    t2 = now()
+    lowered.compile()
+    t3 = now()
+    text = lowered.as_text()
+    return dict(
+        trace=t1 - t0,
+        lower=t2 - t1,
+        compile=t3 - t2,
+        lines=text.count("\n"),
+        bytes=len(text.encode()),
+    )
+
+
+def registry_data(n: int):
+    """The registry's data set at ``n`` rows (same recipe, seed 0)."""
+    from tests import api_registry
+
+    saved = api_registry.N
+    api_registry.N = n
+    try:
+        api_registry.make_data.cache_clear()
+        return api_registry.make_data(0)
+    finally:
+        api_registry.N = saved
+        api_registry.make_data.cache_clear()
+
+
+def _s(x: float) -> str:
+    return f"{x:.3f}" if x < 1 else f"{x:.2f}"
+
+
+def _row(name: str, n: int, m: dict[str, float], plain: dict[str, float] | None) -> str:
+    total = m["trace"] + m["lower"] + m["compile"]
+    cells = [
+        name,
+        f"{n:,}",
+        _s(m["trace"]),
+        _s(m["lower"]),
+        _s(m["compile"]),
+        _s(total),
+        f"{m['lines']:,}",
+        f"{m['bytes'] / 1024:.1f}",
+    ]
+    if plain is not None:
+        p_total = plain["trace"] + plain["lower"] + plain["compile"]
+        cells += [
+            f"{plain['lines']:,}",
+            _s(p_total),
+            f"{m['lines'] / plain['lines']:.1f}",
+            f"{total / p_total:.1f}",
+        ]
+    else:
+        cells += ["", "", "", ""]
+    return "| " + " | ".join(cells) + " |"
+
+
+HEADER = (
+    "| function | N | trace s | lower s | compile s | total s | StableHLO lines | KiB "
+    "| jnp lines | jnp total s | ÷ jnp lines | ÷ jnp time |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--n", type=int, default=10_000, help="rows of the headline functions")
+    parser.add_argument("--quick", action="store_true", help="the headline functions only")
+    parser.add_argument("--only", nargs="+", help="these registry entries only")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+
+    from tests.api_registry import ENTRIES, N, make_data
+
+    by_name = {e.name: e for e in ENTRIES}
+    unknown = sorted(set(args.only or ()) - set(by_name))
+    if unknown:
+        parser.error(f"--only names no registry entry: {unknown}")
+    headline = [n for n in HEADLINE if not args.only or n in args.only]
+    rest = [] if args.quick else [e.name for e in ENTRIES if e.name not in HEADLINE]
+    if args.only:
+        rest = [n for n in rest if n in args.only]
+    big, small = registry_data(args.n), make_data(0)
+    start = time.perf_counter()
+    heads, others, failed = [], [], []
+    for names, data, n, out in ((headline, big, args.n, heads), (rest, small, N, others)):
+        for name in names:
+            entry = by_name[name]
+            call_args = entry.args(data, jnp.float32)
+            try:
+                m = measure(entry.fn, call_args, args.clock)
+            except Exception as err:  # a registry entry jaxcal cannot lower: say so, go on
+                failed.append(f"{name}: {type(err).__name__}: {str(err)[:200]}")
+                continue
+            plain = None
+            if name in PLAIN:
+                plain = measure(PLAIN[name], call_args[:3], args.clock)
+            out.append((name, n, m, plain))
+            print(f"bench_compile: {name} {m}", file=sys.stderr, flush=True)
+    elapsed = time.perf_counter() - start
+    env_line = environment()
+    clock = "CPU time of the process" if args.clock == "cpu" else "wall clock"
+    command = " ".join(["python benchmarks/bench_compile.py", *(argv or sys.argv[1:])])
+    tables = []
+    for key, title, rows in (
+        (
+            "compile",
+            f"Compile cost of the twenty most used kernels (N = {args.n:,}), beside plain jnp",
+            heads,
+        ),
+        (
+            "compile-registry",
+            f"Compile cost of every other registry entry (N = {N})",
+            others,
+        ),
+    ):
+        if not rows:
+            continue
+        md = "\n".join([HEADER, *(_row(*r) for r in rows)])
+        notes = [
+            "trace: Python -> jaxpr; lower: jaxpr -> StableHLO; compile: XLA:CPU; a fresh "
+            "`jax.jit` per row, in one process, in table order (an inner kernel shared with "
+            "an earlier row is traced once, so later trace times are lower bounds); "
+            f"{clock}; the whole run took {elapsed:.0f} s.",
+        ]
+        if key == "compile":
+            notes.append(
+                "jnp: the same number written plainly in `jax.numpy` (top-label confidence, "
+                "15 equal-width bins, no weights, no validation summary, no options): "
+                + ", ".join(f"`{k}` = `{v.__name__}`" for k, v in PLAIN.items())
+                + " in `benchmarks/bench_compile.py`."
+            )
+        if failed:
+            notes.append("not lowered: " + "; ".join(failed))
+        print(f"### {title}\n\n{env_line}\n\n{md}\n")
+        tables.append(
+            Table(
+                key=key,
+                title=title,
+                command=command,
+                environment=env_line,
+                clock=args.clock,
+                reference="",
+                floor=None,
+                rows=[],
+                notes=notes,
+                unit="s",
+                markdown=md,
+            )
+        )
+    if failed:
+        print("bench_compile: not lowered:\n" + "\n".join(failed), file=sys.stderr)
+    write_tables(args.json, tables)
+
+
+if __name__ == "__main__":
+    main()
