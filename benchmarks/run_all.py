@@ -75,10 +75,11 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "kernel_ce": ([], ["--quick"]),
     "factories": ([], ["--n", "2000", "--repeats", "2", "--budget-s", "0.05"]),
     "compile": ([], ["--quick", "--n", "2000", "--only", "ece", "brier_score"]),
-    "first_touch": ([], ["--quick"]),
+    "first_touch": (["--rounds", "2"], ["--quick"]),
 }
-#: Scripts that take --clock (bench_streaming.py times whole subprocess runs by wall clock).
-CLOCKED = set(SCRIPTS) - {"streaming"}
+#: Scripts that take --clock (bench_streaming.py and bench_first_touch.py time whole
+#: subprocess runs by wall clock).
+CLOCKED = set(SCRIPTS) - {"streaming", "first_touch"}
 
 
 def _ratio(a: float | None, b: float | None) -> str:
