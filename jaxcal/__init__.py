@@ -13,7 +13,8 @@ name one entry of ``_EXPORTS``.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a few ms at start)
 
 __version__ = "0.1.0"
 
@@ -133,6 +134,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static checkers and the layout test see the namespaces
+    from typing import Any
+
     from jaxcal import (  # noqa: F401
         calibrators,
         coverage,
