@@ -2,6 +2,8 @@
 public function, beside a plain ``jnp`` version where one is natural.
 
     nice python benchmarks/bench_compile.py                 # headline at N = 1e4 + registry
+    python benchmarks/bench_compile.py --no-headline --shard 1/2 --log b.jsonl   # in parts
+    python benchmarks/bench_compile.py --from-logs a.jsonl b.jsonl --json t.json # joined
     python benchmarks/bench_compile.py --quick              # the headline functions only
     python benchmarks/bench_compile.py --only ece kuiper_test --n 2000
 
@@ -23,6 +25,7 @@ turns it on only for itself).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -192,6 +195,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", nargs="+", help="these registry entries only")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--no-headline", action="store_true", help="the other entries only")
+    parser.add_argument(
+        "--shard", default="0/1", help="I/M: every M-th other entry from the I-th (0/1: all)"
+    )
+    parser.add_argument("--log", metavar="PATH", help="append each row as a JSON line")
+    parser.add_argument(
+        "--from-logs",
+        nargs="+",
+        metavar="PATH",
+        help="measure nothing: the tables of the rows of --log files (shards run apart)",
+    )
     args = parser.parse_args(argv)
 
     from tests.api_registry import ENTRIES, N, make_data
@@ -201,15 +215,33 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"--only names no registry entry: {unknown}")
     headline = [n for n in HEADLINE if not args.only or n in args.only]
+    headline = [] if args.no_headline else headline
     rest = [] if args.quick else [e.name for e in ENTRIES if e.name not in HEADLINE]
     if args.only:
         rest = [n for n in rest if n in args.only]
-    big, small = registry_data(args.n), make_data(0)
+    shard, shards = (int(x) for x in args.shard.split("/"))
+    rest = rest[shard::shards]
     start = time.perf_counter()
     heads, others, failed = [], [], []
+    if args.from_logs:
+        order = {name: i for i, name in enumerate([*HEADLINE, *by_name])}
+        logged = []
+        for path in args.from_logs:
+            logged += [json.loads(line) for line in Path(path).read_text().splitlines()]
+        for r in sorted(logged, key=lambda r: order.get(r["name"], len(order))):
+            if "error" in r:
+                failed.append(f"{r['name']}: {r['error']}")
+            else:
+                out = heads if r["name"] in HEADLINE else others
+                out.append((r["name"], r["n"], r["m"], r["plain"]))
+        headline = [r[0] for r in heads]
+        elapsed = sum(r.get("seconds", 0.0) for r in logged)
+    big = registry_data(args.n) if headline and not args.from_logs else None
+    small = make_data(0)
     for names, data, n, out in ((headline, big, args.n, heads), (rest, small, N, others)):
-        for name in names:
+        for name in [] if args.from_logs else names:
             entry = by_name[name]
+            began = time.perf_counter()
             try:
                 call_args = entry.args(data, jnp.float32)
                 m = measure(entry.fn, call_args, args.clock)
@@ -218,10 +250,17 @@ def main(argv: list[str] | None = None) -> None:
                     plain = measure(PLAIN[name], call_args[:3], args.clock)
             except Exception as err:  # an entry that cannot be lowered: say so, go on
                 failed.append(f"{name}: {type(err).__name__}: {str(err).splitlines()[0][:200]}")
-                continue
-            out.append((name, n, m, plain))
-            print(f"bench_compile: {name} {m}", file=sys.stderr, flush=True)
-    elapsed = time.perf_counter() - start
+                record = {"name": name, "error": failed[-1].split(": ", 1)[1]}
+            else:
+                out.append((name, n, m, plain))
+                record = {"name": name, "n": n, "m": m, "plain": plain}
+            record["seconds"] = time.perf_counter() - began
+            print(f"bench_compile: {json.dumps(record)}", file=sys.stderr, flush=True)
+            if args.log:
+                with open(args.log, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(record) + "\n")
+    if not args.from_logs:
+        elapsed = time.perf_counter() - start
     env_line = environment()
     clock = "CPU time of the process" if args.clock == "cpu" else "wall clock"
     command = " ".join(["python benchmarks/bench_compile.py", *(argv or sys.argv[1:])])
@@ -243,9 +282,10 @@ def main(argv: list[str] | None = None) -> None:
         md = "\n".join([HEADER, *(_row(*r) for r in rows)])
         notes = [
             "trace: Python -> jaxpr; lower: jaxpr -> StableHLO; compile: XLA:CPU; a fresh "
-            "`jax.jit` per row, in one process, in table order (an inner kernel shared with "
-            "an earlier row is traced once, so later trace times are lower bounds); "
-            f"{clock}; the whole run took {elapsed:.0f} s.",
+            "`jax.jit` per row, rows measured in table order within each process (an inner "
+            "kernel shared with an earlier row is traced once, so later trace times are "
+            "lower bounds); "
+            f"{clock}; measuring took {elapsed:.0f} s of wall time in all.",
         ]
         if key == "compile":
             notes.append(

@@ -303,8 +303,9 @@ def main(argv: list[str] | None = None) -> None:
         "Mean predicted probability of the two CalibratedClassifierCV fits: jaxcal "
         f"{values['sk-jaxcal']}, scikit-learn {values['sk-sklearn']}.",
     ]
-    md = "\n".join([*lines, "", *sk_lines, "", "Values (the two scripts' numbers):", ""])
-    md += "\n".join(value_lines)
+    md = "\n".join(
+        [*lines, "", *sk_lines, "", "Values (the two scripts' numbers):", "", *value_lines]
+    )
     title = (
         f"First touch: the typical script (N = {', '.join(f'{n:,}' for n in args.sizes)}, "
         f"K = {K}) and CalibratedClassifierCV, new processes"
