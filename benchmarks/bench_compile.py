@@ -224,7 +224,9 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     heads, others, failed = [], [], []
     if args.from_logs:
-        order = {name: i for i, name in enumerate([*HEADLINE, *by_name])}
+        order: dict[str, int] = {}
+        for name in [*HEADLINE, *by_name]:
+            order.setdefault(name, len(order))
         logged = []
         for path in args.from_logs:
             logged += [json.loads(line) for line in Path(path).read_text().splitlines()]
@@ -285,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
             "`jax.jit` per row, rows measured in table order within each process (an inner "
             "kernel shared with an earlier row is traced once, so later trace times are "
             "lower bounds); "
-            f"{clock}; measuring took {elapsed:.0f} s of wall time in all.",
+            f"{clock}; measuring took {elapsed:.0f} s of wall time (summed over processes).",
         ]
         if key == "compile":
             notes.append(
