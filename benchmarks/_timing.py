@@ -208,7 +208,8 @@ class Table:
     (``"jaxcal"``, ``"peer"`` or ``"floor"``) and ``value`` (the result, to see that the
     rows agree). Ratios are taken within each group against the row named ``reference``
     (÷ jaxcal) and the row named ``floor`` (÷ floor); each row named in ``floors`` adds a
-    column of ratios over it (``÷ NAME``), for tables with several floors.
+    column of ratios over it (``÷ NAME``), for tables with several floors. A table with
+    ``markdown`` set is rendered as that Markdown table instead of from ``rows``.
     """
 
     key: str
@@ -223,6 +224,9 @@ class Table:
     unit: str = "ms"
     group: str = "N"
     floors: list[str] = dataclasses.field(default_factory=list)
+    #: A table whose columns are not timings (``bench_compile.py``'s compile times and
+    #: program sizes): its Markdown rows, rendered as they are in place of ``rows``.
+    markdown: str | None = None
 
 
 def size_label(n: float) -> str:

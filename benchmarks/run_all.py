@@ -3,7 +3,8 @@
 Each comparison script (``bench_ece.py``, ``bench_tests.py``, ``bench_bootstrap.py``,
 ``bench_calibrators.py``, ``bench_affine.py``, ``bench_soft.py``, ``bench_coverage.py``,
 ``bench_streaming.py``, ``bench_corp.py``, ``bench_inputs.py``, ``bench_startup.py``,
-``bench_selective.py``, ``bench_widek.py``, ``bench_kernel_ce.py``, ``bench_factories.py``)
+``bench_selective.py``, ``bench_widek.py``, ``bench_kernel_ce.py``, ``bench_factories.py``,
+``bench_compile.py``, ``bench_first_touch.py``)
 runs in its own process, as it would alone, and writes its
 results as JSON (``--json``, the :class:`_timing.Table` format); ``bench_streaming.py``
 runs each implementation in a process of its own. This driver renders one Markdown table
@@ -19,6 +20,9 @@ per :class:`~_timing.Table`, with the same columns everywhere:
   its median over each of them;
 * compile s: trace + lower + XLA compile of a new shape, for jaxcal's rows, apart from
   the steady state.
+
+``bench_compile.py``'s tables have columns of their own (trace, lower and compile seconds,
+the StableHLO program's lines and bytes, beside plain ``jnp``): the script renders them.
 
     python benchmarks/run_all.py --quick                 # small sizes: a smoke test
     taskset -c 0 python benchmarks/run_all.py --clock cpu --write-docs
@@ -70,9 +74,12 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "widek": ([], ["--mb", "4", "--repeats", "2", "--budget-s", "0.05"]),
     "kernel_ce": ([], ["--quick"]),
     "factories": ([], ["--n", "2000", "--repeats", "2", "--budget-s", "0.05"]),
+    "compile": ([], ["--quick", "--n", "2000", "--only", "ece", "brier_score"]),
+    "first_touch": (["--rounds", "2"], ["--quick"]),
 }
-#: Scripts that take --clock (bench_streaming.py times whole subprocess runs by wall clock).
-CLOCKED = set(SCRIPTS) - {"streaming"}
+#: Scripts that take --clock (bench_streaming.py and bench_first_touch.py time whole
+#: subprocess runs by wall clock).
+CLOCKED = set(SCRIPTS) - {"streaming", "first_touch"}
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -101,6 +108,11 @@ def render(table: dict, driver_command: str) -> str:
         f"`{driver_command}` ran `{table['command']}`; {clock}.  ",
         f"{table['environment']}",
         "",
+    ]
+    if table.get("markdown"):  # columns of its own (bench_compile.py's sizes and times)
+        lines += [table["markdown"], "", *(f"- {note}" for note in table["notes"])]
+        return "\n".join(lines).rstrip() + "\n"
+    lines += [
         f"| {table['group']} | implementation | median {unit} | ÷ jaxcal | ÷ floor "
         + "".join(f"| ÷ {name} " for name in extra)
         + "| compile s | value |",

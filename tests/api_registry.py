@@ -1320,6 +1320,8 @@ RESULT_TYPES = {
 #: Public names with no array computation to transform, and why.
 NOT_TRANSFORMED = {
     jaxcal.calibrators: "a namespace",
+    jaxcal.metrics: "a namespace",
+    jaxcal.stats: "a namespace",
     jaxcal.coverage: "a namespace",
     jaxcal.losses: "a namespace",
     jaxcal.selective: "a namespace",

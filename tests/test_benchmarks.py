@@ -127,3 +127,43 @@ def test_train_calibration_smoke_run_resumes_and_reports(tmp_path):
     z = np.load(tmp_path / "digits" / "mmce (held-out).npz")
     assert z["test ECE"].shape == (6, 2) and z["log train_ECE"].shape == (6, 2, 24)
     assert np.all(np.isfinite(z["test+TS ECE"])) and np.all(z["sat all_correct"] <= 1)
+
+
+def test_tables_with_columns_of_their_own_render_as_given():
+    md = "| function | trace s |\n|---|---:|\n| ece | 0.5 |"
+    table = {**TABLE, "key": "compile", "markdown": md, "rows": []}
+    out = run_all.render(table, "python benchmarks/run_all.py --only compile")
+    assert md in out and "÷ jaxcal" not in out
+    assert out.splitlines()[0] == "**A kernel**  "
+    assert "- peer X is not installed: skipped." in out.splitlines()
+
+
+@pytest.mark.slow  # five small eager jnp programs and their jaxcal counterparts: ~10 s
+def test_bench_compile_plain_versions_compute_what_jaxcal_does():
+    """The plain-jnp rows of bench_compile.py are the same numbers as jaxcal's defaults."""
+    import jax.numpy as jnp
+
+    import jaxcal
+    from tests.api_registry import make_data
+
+    bench = _train_module("bench_compile")
+    d = make_data(0)
+    probs, labels, p, y = (jnp.asarray(a) for a in (d.probs, d.labels, d.p, d.y))
+    w = jnp.ones(labels.shape)
+    np.testing.assert_allclose(bench.plain_ece(probs, labels, w), jaxcal.ece(probs, labels), 1e-5)
+    np.testing.assert_allclose(
+        bench.plain_brier(probs, labels, w), jaxcal.brier_score(probs, labels), 1e-5
+    )
+    np.testing.assert_allclose(
+        bench.plain_log_loss(probs, labels, w), jaxcal.log_loss(probs, labels), 1e-5
+    )
+    conf, acc, count = bench.plain_reliability(probs, labels, w)
+    curve = jaxcal.reliability_curve(probs, labels)
+    np.testing.assert_allclose(np.asarray(count), np.asarray(curve.counts), 1e-6)
+    np.testing.assert_allclose(conf, curve.mean_confidence, 1e-5)
+    np.testing.assert_allclose(acc, curve.mean_accuracy, 1e-5)
+    # plain_ks is Gupta et al.'s KS error, max |C_k|; ks_test's statistic is it over sigma
+    sigma = jnp.sqrt(jnp.sum(p * (1 - p))) / p.shape[0]
+    np.testing.assert_allclose(
+        bench.plain_ks(p, y, w), jaxcal.ks_test(p, y).statistic * sigma, 1e-5
+    )
