@@ -1313,6 +1313,7 @@ RESULT_TYPES = {
     coverage.SizeStratifiedCoverage: "regression_ssc, classification_ssc",
     selective.RiskCoverageCurve: "risk_coverage_curve",
     presets.HelmCalibration: "helm_calibration",
+    presets.HleCalibrationError: "hle_calibration_error",
     jaxcal.CalibrationRefinement: "calibration_refinement",
     presets.TemperatureTuned: "temperature_tuned",
     losses.BatchIndices: "heldout_batch_indices",
