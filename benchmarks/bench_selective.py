@@ -162,7 +162,8 @@ def scaling_rows(sizes, args) -> list[dict]:
         cases, compile_s = {}, {}
         for name, fn in SCALED.items():
             start = time.perf_counter()
-            compiled = jax.jit(fn).lower(conf, correct).compile()
+            named = partial(lambda f, s, c: f(confidence=s, correct=c), fn)
+            compiled = jax.jit(named).lower(conf, correct).compile()
             compile_s[name] = time.perf_counter() - start
             cases[name] = partial(compiled, conf, correct)
         cases[FLOOR] = sort_floor(np.asarray(conf), np.asarray(correct))

@@ -60,7 +60,8 @@ def _harness_kernel(probs, labels, scores, *, from_logits):
     confidence, correct, z = harness_inputs(probs, labels, scores, from_logits=from_logits)
     out = dict(presets.helm_calibration(confidence, correct).helm_stats())
     if probs.shape[0] >= BETA:  # both presets need a full bin of BETA samples
-        out["hle_calibration_error"] = presets.hle_calibration_error(confidence, correct, beta=BETA)
+        hle = presets.hle_calibration_error(confidence, correct, beta=BETA)
+        out["hle_calibration_error"] = hle.value
         out.update(presets.temperature_tuned(z, labels, beta=BETA)._asdict())
     return out
 

@@ -2,8 +2,8 @@
 
 Accept the most confident predictions, abstain on the rest: how fast does the error rate
 fall as fewer are accepted? The confidence is the top-label probability (binary ``(N,)``
-probabilities as the rows ``(1 - p, p)``, so max(p, 1 - p), wrong when the argmax, class
-0 at p = 1/2, is not the label). Every number is a function of :mod:`jaxcal.selective`
+probabilities, as :mod:`jaxcal.selective` reads them, as the rows ``(1 - p, p)``, so
+max(p, 1 - p), wrong when the argmax, class 0 at p = 1/2, is not the label). Every number is a function of :mod:`jaxcal.selective`
 with its default convention, with a percentile bootstrap interval from
 :func:`jaxcal.stats.bootstrap_ci` over the report's own resamples (the same key, so the
 same resamples as every row of the metrics table). Self-contained like
@@ -28,28 +28,29 @@ COVERAGES = (0.8, 0.9, 0.95)
 
 
 def as_rows(probs):
-    """``(N, K)`` probabilities as they are; binary ``(N,)`` as the rows ``(1 - p, p)``."""
+    """``(N, K)`` probabilities as they are; binary ``(N,)`` as the rows ``(1 - p, p)``
+    (the harness block's top-label view; :mod:`jaxcal.selective` reads ``(N,)`` so)."""
     return probs if probs.ndim == 2 else jnp.stack([1 - probs, probs], axis=1)
 
 
 def aurc(probs, labels, *, weights=None):
     """:func:`jaxcal.selective.aurc` (``convention="mean"``) of the top-label confidence."""
-    return selective.aurc(as_rows(probs), labels, weights=weights)
+    return selective.aurc(probs, labels, weights=weights)
 
 
 def e_aurc(probs, labels, *, weights=None):
     """:func:`jaxcal.selective.e_aurc` (mean convention, exact optimum)."""
-    return selective.e_aurc(as_rows(probs), labels, weights=weights)
+    return selective.e_aurc(probs, labels, weights=weights)
 
 
 def augrc(probs, labels, *, weights=None):
     """:func:`jaxcal.selective.augrc` (``convention="traub"``)."""
-    return selective.augrc(as_rows(probs), labels, weights=weights)
+    return selective.augrc(probs, labels, weights=weights)
 
 
 def risk_at(probs, labels, *, coverage: float, weights=None):
     """:func:`jaxcal.selective.risk_at_coverage` at one level."""
-    return selective.risk_at_coverage(as_rows(probs), labels, coverage=coverage, weights=weights)
+    return selective.risk_at_coverage(probs, labels, coverage=coverage, weights=weights)
 
 
 #: (key, display name, metric) of the rows, top to bottom; the keys are metric NAMEs of
@@ -111,7 +112,7 @@ MAX_POINTS = 2000
 def risk_coverage_panel(ax, models, results) -> None:
     """Risk against coverage, one line per model (:func:`jaxcal.selective.risk_coverage_curve`)."""
     for i, model in enumerate(models):
-        curve = selective.risk_coverage_curve(as_rows(jax.device_put(model.probs)), model.labels)
+        curve = selective.risk_coverage_curve(jax.device_put(model.probs), model.labels)
         coverage, risk = np.asarray(curve.coverage), np.asarray(curve.risk)
         if coverage.shape[0] > MAX_POINTS:
             keep = np.unique(np.linspace(0, coverage.shape[0] - 1, MAX_POINTS).astype(int))

@@ -11,11 +11,12 @@ documented conventions, weights and intervals, see :mod:`jaxcal.metrics`,
 """
 
 from jaxcal.presets._helm import HelmCalibration, helm_calibration
-from jaxcal.presets._hle import hle_calibration_error
+from jaxcal.presets._hle import HleCalibrationError, hle_calibration_error
 from jaxcal.presets._temperature import TemperatureTuned, temperature_tuned
 
 __all__ = [
     "HelmCalibration",
+    "HleCalibrationError",
     "TemperatureTuned",
     "helm_calibration",
     "hle_calibration_error",

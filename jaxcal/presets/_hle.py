@@ -11,7 +11,7 @@ sum, although the weights still divide by all N samples.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +26,21 @@ from jaxcal._core.checks import (
 )
 from jaxcal._core.numerics import compute_dtype
 from jaxcal._core.sort import argsort
+
+
+class HleCalibrationError(NamedTuple):
+    """HLE's calibration error (:func:`~jaxcal.presets.hle_calibration_error`), 0-d arrays.
+
+    Attributes:
+      value: the RMS calibration error in [0, 1], as the reference computes it.
+      last_bin_only: bool, ``N < 2 beta`` with the skipped last bin: only that bin
+        exists, so ``value`` is 0 by the reference's quirk, not because the model is
+        calibrated (150 items at ``beta = 100`` read "0 % calibration error"). Always
+        False with ``skip_last_bin=False``.
+    """
+
+    value: jax.Array
+    last_bin_only: jax.Array
 
 
 def check_confidence_correct(confidence: Any, correct: Any) -> tuple[jax.Array, jax.Array]:
@@ -63,7 +78,7 @@ def _hle_kernel(confidence, correct, beta, skip_last_bin):
 
 def hle_calibration_error(
     confidence: Any, correct: Any, *, beta: int = 100, skip_last_bin: bool = True
-) -> jax.Array:
+) -> HleCalibrationError:
     """Humanity's Last Exam's ``calib_err``: RMS calibration error over bins of ``beta``.
 
     The samples are sorted by confidence (stably: tied confidences keep their input
@@ -75,7 +90,9 @@ def hle_calibration_error(
     **the last bin left out of the sum but its samples still counted in N** (the
     reference's ``for i in range(len(bins) - 1)``), as HLE's leaderboard numbers are
     computed. ``skip_last_bin=False`` includes it (the definition the code intended).
-    With ``N < 2 beta`` only the skipped bin exists and the reference reports 0.
+    With ``N < 2 beta`` only the skipped bin exists and the reference reports 0: the
+    value is kept, and ``last_bin_only`` flags it (use ``skip_last_bin=False``, or more
+    items, for a measurement).
 
     This is the unrounded value in [0, 1]; HLE prints ``100 * round(calib_err, 2)``.
     Ties: the reference sorts with ``np.argsort`` (quicksort, not stable), so when tied
@@ -91,7 +108,8 @@ def hle_calibration_error(
       skip_last_bin: reproduce the reference's skipped last bin (default True).
 
     Returns:
-      0-d array in [0, 1].
+      :class:`~jaxcal.presets.HleCalibrationError`: ``value`` (0-d, in [0, 1]) and the
+      ``last_bin_only`` flag.
 
     Raises:
       ValueError: ``N < beta`` (the reference fails with an IndexError there).
@@ -100,10 +118,14 @@ def hle_calibration_error(
       >>> import jax.numpy as jnp
       >>> conf = jnp.array([0.9] * 4 + [0.6] * 4 + [0.3] * 2)
       >>> right = jnp.array([1, 1, 1, 0, 1, 0, 1, 0, 0, 0])
-      >>> round(float(hle_calibration_error(conf, right, beta=4)), 4)  # sqrt(0.4 * 0.2**2)
-      0.1265
-      >>> round(float(hle_calibration_error(conf, right, beta=4, skip_last_bin=False)), 4)
+      >>> res = hle_calibration_error(conf, right, beta=4)
+      >>> round(float(res.value), 4), bool(res.last_bin_only)  # sqrt(0.4 * 0.2**2)
+      (0.1265, False)
+      >>> round(float(hle_calibration_error(conf, right, beta=4, skip_last_bin=False).value), 4)
       0.1633
+      >>> res = hle_calibration_error(conf, right, beta=6)  # N = 10 < 2 beta: one bin, skipped
+      >>> float(res.value), bool(res.last_bin_only)
+      (0.0, True)
 
     References:
       Phan et al. (2025), "Humanity's Last Exam" (``hle_eval/run_judge_results.py``,
@@ -118,4 +140,6 @@ def hle_calibration_error(
             f"`confidence` must hold at least `beta` = {beta} samples for HLE's bins (the "
             f"reference fails below that); got {confidence.shape[0]}. Lower `beta`."
         )
-    return _hle_kernel(confidence, correct, beta, skip_last_bin)
+    value = _hle_kernel(confidence, correct, beta, skip_last_bin)
+    only = skip_last_bin and confidence.shape[0] < 2 * beta  # static: N is a shape
+    return HleCalibrationError(value, jnp.asarray(only))

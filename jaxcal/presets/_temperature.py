@@ -32,12 +32,16 @@ class TemperatureTuned(NamedTuple):
         :func:`~jaxcal.presets.hle_calibration_error`) of the top probability against
         correctness.
       log_loss: the mean cross-entropy at T (the minimised objective).
+      at_bound: bool, the bisection never moved one end of its bracket: T is within
+        ``eps`` of ``lower`` or ``upper`` and the minimiser may lie beyond it (the
+        reference returns the bound silently); widen ``lower`` / ``upper``.
     """
 
     temperature: jax.Array
     brier: jax.Array
     rms_calibration_error: jax.Array
     log_loss: jax.Array
+    at_bound: jax.Array
 
 
 def _nll(z, labels, t):
@@ -79,7 +83,8 @@ def _tuned_kernel(logits, labels, beta, lower, upper, eps):
     probs = jax.nn.softmax(z / t, axis=1)
     conf, pred = jnp.max(probs, axis=1), jnp.argmax(probs, axis=1).astype(labels.dtype)
     rms = _hle_kernel(conf, (pred == labels).astype(jnp.int32), beta, True)
-    return TemperatureTuned(t, brier_score(probs, labels), rms, jnp.min(losses))
+    at_bound = (lo == lower) | (hi == upper)
+    return TemperatureTuned(t, brier_score(probs, labels), rms, jnp.min(losses), at_bound)
 
 
 def temperature_tuned(
@@ -102,6 +107,10 @@ def temperature_tuned(
     choices' log-likelihoods) and the RMS calibration error (HLE's ``calib_err``, bins
     of ``beta``) of the rescaled probabilities.
 
+    When the minimiser lies outside ``[lower, upper]`` (very over- or under-confident
+    logits) the bisection ends on the bound, as the reference's does, without a word:
+    ``at_bound`` says so.
+
     Tuning on the evaluated items is optimistic (the temperature has seen the labels);
     :func:`~jaxcal.stats.recalibrated` with
     :func:`~jaxcal.calibrators.temperature_scaling` gives the cross-fitted value.
@@ -120,8 +129,8 @@ def temperature_tuned(
       >>> z = 3.0 * jax.random.normal(jax.random.key(0), (200, 4))
       >>> y = jnp.argmax(z + 2.5 * jax.random.normal(jax.random.key(1), (200, 4)), axis=1)
       >>> r = temperature_tuned(z, y)
-      >>> bool(r.temperature > 1)  # overconfident logits are cooled
-      True
+      >>> bool(r.temperature > 1), bool(r.at_bound)  # overconfident logits are cooled
+      (True, False)
 
     References:
       Hendrycks, Mazeika & Dietterich (2019), outlier-exposure

@@ -12,8 +12,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from jaxcal._core.checks import check_option
+from jaxcal._core.checks import check_option, values_checkable
 from jaxcal._core.numerics import safe_divide, safe_log
 from jaxcal.selective._curve import (
     Sums,
@@ -82,12 +83,17 @@ def _aurc_kernel(confidence, labels, weights, masks, kind, convention, excess, o
 
 _COMMON_ARGS = """
     Args:
-      confidence: ``(N, K)`` class probabilities (top-label confidence; a sample is
-        wrong when its argmax, first index among ties, is not its label) or ``(N,)``
-        confidence scores, any real, higher = more confident.
-      labels: with ``(N, K)``: ``(N,)`` class labels in ``[0, K)``. With ``(N,)``: the
-        correctness of each prediction, 0/1 (bool or int), or a float quality in
-        [0, 1] (risk = 1 - quality).
+      probs: ``(N, K)`` class probabilities (top-label confidence; a sample is wrong
+        when its argmax, first index among ties, is not its label) or ``(N,)`` a binary
+        model's probability of the positive class (the rows ``(1 - p, p)``: confidence
+        max(p, 1 - p), predicted class 1 when p > 1/2), as everywhere in jaxcal.
+      labels: ``(N,)`` class labels in ``[0, K)`` (0/1 with ``(N,)`` probs).
+      confidence: keyword only, instead of ``probs`` and ``labels``: ``(N,)`` confidence
+        scores, any real, higher = more confident (an LLM's verbalised confidence, a
+        negative entropy, a log-likelihood), with ``correct``.
+      correct: keyword only, with ``confidence``: ``(N,)`` correctness of each
+        prediction, 0/1 (bool or int), or a float quality in [0, 1] (risk =
+        1 - quality).
       weights: optional ``(N,)`` non-negative sample weights (zero total weight: 0).
       groups: optional segments, one value per segment in one call: integer ids
         ``(N,)`` in ``[0, n_groups)``, or a bool membership matrix ``(N, G)``.
@@ -101,9 +107,11 @@ def _doc(fn):
 
 @_doc
 def aurc(
-    confidence: Any,
-    labels: Any,
+    probs: Any = None,
+    labels: Any = None,
     *,
+    confidence: Any = None,
+    correct: Any = None,
     convention: str = "mean",
     weights: Any = None,
     groups: Any = None,
@@ -152,7 +160,9 @@ def aurc(
       ``src/torch_uncertainty/metrics/classification/risk_coverage.py`` (``AURC``).
     """
     check_option("convention", convention, AURC_CONVENTIONS)
-    c = check_inputs(confidence, labels, weights, groups, n_groups)
+    c = check_inputs(
+        probs, labels, weights, groups, n_groups, confidence=confidence, correct=correct
+    )
     return _aurc_kernel(
         c.confidence, c.labels, c.weights, c.masks, c.kind, convention, False, "exact"
     )
@@ -160,9 +170,11 @@ def aurc(
 
 @_doc
 def e_aurc(
-    confidence: Any,
-    labels: Any,
+    probs: Any = None,
+    labels: Any = None,
     *,
+    confidence: Any = None,
+    correct: Any = None,
     convention: str = "mean",
     optimal: str = "exact",
     weights: Any = None,
@@ -194,7 +206,7 @@ def e_aurc(
       >>> import jax.numpy as jnp
       >>> conf = jnp.array([0.9, 0.8, 0.7, 0.6])
       >>> correct = jnp.array([1, 0, 1, 1])
-      >>> round(float(e_aurc(conf, correct)), 4)  # (0 + 1/2 + 1/3 + 1/4 - 1/4) / 4
+      >>> round(float(e_aurc(confidence=conf, correct=correct)), 4)  # (0 + 1/2 + 1/3 + 1/4 - 1/4) / 4
       0.2083
 
     References:
@@ -203,11 +215,13 @@ def e_aurc(
     """
     check_option("convention", convention, AURC_CONVENTIONS)
     check_option("optimal", optimal, OPTIMA)
-    c = check_inputs(confidence, labels, weights, groups, n_groups)
+    c = check_inputs(
+        probs, labels, weights, groups, n_groups, confidence=confidence, correct=correct
+    )
     if optimal == "closed_form" and c.kind == "quality":
         raise ValueError(
-            "`optimal='closed_form'` holds for 0/1 correctness (bool or integer `labels`); "
-            "got float `labels` (a quality). Use optimal='exact'."
+            "`optimal='closed_form'` holds for 0/1 correctness (bool or integer `correct`); "
+            "got float `correct` (a quality). Use optimal='exact'."
         )
     return _aurc_kernel(
         c.confidence, c.labels, c.weights, c.masks, c.kind, convention, True, optimal
@@ -231,9 +245,11 @@ def _augrc_kernel(confidence, labels, weights, masks, kind, convention):
 
 @_doc
 def augrc(
-    confidence: Any,
-    labels: Any,
+    probs: Any = None,
+    labels: Any = None,
     *,
+    confidence: Any = None,
+    correct: Any = None,
     convention: str = "traub",
     weights: Any = None,
     groups: Any = None,
@@ -264,7 +280,7 @@ def augrc(
       >>> import jax.numpy as jnp
       >>> conf = jnp.array([0.9, 0.8, 0.7, 0.6])
       >>> correct = jnp.array([1, 0, 1, 1])
-      >>> round(float(augrc(conf, correct)), 4)  # (0/2 + 1/8 + 1/4 + 1/4) / 4
+      >>> round(float(augrc(confidence=conf, correct=correct)), 4)  # (0/2 + 1/8 + 1/4 + 1/4) / 4
       0.1562
 
     References:
@@ -273,22 +289,30 @@ def augrc(
       NeurIPS; fd-shifts ``fd_shifts/analysis/rc_stats.py``.
     """
     check_option("convention", convention, AUGRC_CONVENTIONS)
-    c = check_inputs(confidence, labels, weights, groups, n_groups)
+    c = check_inputs(
+        probs, labels, weights, groups, n_groups, confidence=confidence, correct=correct
+    )
     return _augrc_kernel(c.confidence, c.labels, c.weights, c.masks, c.kind, convention)
 
 
-def _window_mean(s: Sums, start: float) -> jax.Array:
-    """Mean of the running risks over the points whose preceding accepted weight is at
-    least ``start`` of the total (LM-Polygraph's ``max_rejection`` window)."""
-    risk = _selective_risk(s)
-    eps = jnp.finfo(risk.dtype).eps
+def _window(s: Sums, start: float) -> jax.Array:
+    """Weights of the points whose preceding accepted weight is at least ``start`` of the
+    total (LM-Polygraph's ``max_rejection`` window), 0 outside it."""
+    eps = jnp.finfo(s.weight.dtype).eps
     inside = (s.accepted - s.weight) >= start * s.total * (1 - 8 * eps)
-    w = jnp.where(inside, s.weight, 0)
-    return safe_divide(jnp.sum(w * risk), jnp.sum(w))
+    return jnp.where(inside, s.weight, 0)
+
+
+def _window_mean(s: Sums, start: float) -> jax.Array:
+    """Mean of the running risks over the ``max_rejection`` window."""
+    w = _window(s, start)
+    return safe_divide(jnp.sum(w * _selective_risk(s)), jnp.sum(w))
 
 
 @partial(jax.jit, static_argnames=("kind", "max_rejection"))
 def _prr_kernel(confidence, labels, weights, masks, kind, max_rejection):
+    """``(PRR, empty)``: ``empty`` flags a segment of positive weight whose rejection
+    window holds no sample (its PRR is then NaN)."""
     s = prepare(confidence, labels, weights, kind)
     perm = oracle_permutation(s, kind)
     start = 1.0 - max_rejection
@@ -300,16 +324,20 @@ def _prr_kernel(confidence, labels, weights, masks, kind, max_rejection):
         random = safe_divide(sums.total_errors, sums.total)
         den = random - oracle
         tiny = 16 * jnp.finfo(den.dtype).eps
-        return jnp.where(den > tiny, (random - model) / jnp.where(den > tiny, den, 1), 0)
+        prr = jnp.where(den > tiny, (random - model) / jnp.where(den > tiny, den, 1), 0)
+        empty = (sums.total > 0) & ~(jnp.sum(_window(sums, start)) > 0)
+        return jnp.where(empty, jnp.nan, prr), empty
 
     return per_segment(one, s, masks)
 
 
 @_doc
 def prediction_rejection_ratio(
-    confidence: Any,
-    labels: Any,
+    probs: Any = None,
+    labels: Any = None,
     *,
+    confidence: Any = None,
+    correct: Any = None,
     max_rejection: float = 1.0,
     weights: Any = None,
     groups: Any = None,
@@ -331,7 +359,10 @@ def prediction_rejection_ratio(
     the mean over 1000 shuffles with seed 42 (a Monte-Carlo error of order
     r̂ / sqrt(1000 N)); ties are averaged; and when every sample has the same risk
     (oracle = random) the ratio is 0, where LM-Polygraph returns the unnormalised
-    area. LM-Polygraph takes uncertainties (higher = less confident): pass their
+    area. When the rejection window holds no sample (``int(max_rejection * N) == 0``
+    for N unit-weight samples, a single sample included) the ratio is undefined
+    (LM-Polygraph divides by 0): a ``ValueError`` says so; under ``jit``, where values
+    are not checked, the value is NaN. LM-Polygraph takes uncertainties (higher = less confident): pass their
     negatives as ``confidence``.
 
     {args}
@@ -343,11 +374,15 @@ def prediction_rejection_ratio(
     Returns:
       0-d array, at most 1 (``(G,)`` with groups).
 
+    Raises:
+      ValueError: when no sample (of a segment of positive weight) falls in the
+        rejection window; raise ``max_rejection`` to at least 1/N.
+
     Example:
       >>> import jax.numpy as jnp
       >>> conf = jnp.array([0.9, 0.8, 0.7, 0.6])
       >>> quality = jnp.array([1.0, 0.5, 1.0, 0.0])  # e.g. ROUGE-L of each answer
-      >>> round(float(prediction_rejection_ratio(conf, quality)), 4)
+      >>> round(float(prediction_rejection_ratio(confidence=conf, correct=quality)), 4)
       0.7391
 
     References:
@@ -358,5 +393,21 @@ def prediction_rejection_ratio(
     max_rejection = check_level("max_rejection", max_rejection)
     if isinstance(max_rejection, tuple):
         raise ValueError(f"`max_rejection` must be one number in (0, 1]; got {max_rejection}.")
-    c = check_inputs(confidence, labels, weights, groups, n_groups)
-    return _prr_kernel(c.confidence, c.labels, c.weights, c.masks, c.kind, max_rejection)
+    c = check_inputs(
+        probs, labels, weights, groups, n_groups, confidence=confidence, correct=correct
+    )
+    prr, empty = _prr_kernel(c.confidence, c.labels, c.weights, c.masks, c.kind, max_rejection)
+    arrays = [a for a in (c.confidence, c.labels, c.weights) if a is not None]
+    if values_checkable(*arrays) and bool(jnp.any(empty)):
+        n = c.confidence.shape[0] if c.weights is None else int(jnp.sum(c.weights > 0))
+        where = "" if c.masks is None else f" (in segment(s) {np.flatnonzero(empty).tolist()})"
+        raise ValueError(
+            f"`max_rejection`={max_rejection} rejects no sample{where}: the rejection window "
+            "holds the points with at least (1 - max_rejection) of the weight accepted "
+            f"before them, and with {n} sample(s) of positive weight int(max_rejection * N)"
+            f" = {int(max_rejection * n)} (or the least confident sample alone carries more "
+            "than max_rejection of the weight). A PRR over an empty window is undefined "
+            "(1.0 would claim a perfect ranking); raise `max_rejection` to at least 1/N "
+            f"(here {1 / max(n, 1):.4g}), or pass more samples."
+        )
+    return prr

@@ -190,9 +190,11 @@ def _curve_kernel(confidence, labels, weights, masks, kind):
 
 
 def risk_coverage_curve(
-    confidence: Any,
-    labels: Any,
+    probs: Any = None,
+    labels: Any = None,
     *,
+    confidence: Any = None,
+    correct: Any = None,
     weights: Any = None,
     groups: Any = None,
     n_groups: int | None = None,
@@ -208,12 +210,14 @@ def risk_coverage_curve(
     ``_aurc_rejection_rate_compute`` (the running error rates) against coverage k/N.
 
     Args:
-      confidence: ``(N, K)`` class probabilities (top-label confidence, correct when the
-        argmax is the label) or ``(N,)`` confidence scores, any real, higher = more
-        confident.
-      labels: with ``(N, K)``: ``(N,)`` class labels in ``[0, K)``. With ``(N,)``: the
-        correctness of each prediction, 0/1 (bool or int), or a float quality in [0, 1]
-        (risk = 1 - quality).
+      probs: ``(N, K)`` class probabilities (top-label confidence, correct when the
+        argmax is the label) or ``(N,)`` a binary model's probability of the positive
+        class (confidence max(p, 1 - p); see :func:`~jaxcal.selective.aurc`).
+      labels: ``(N,)`` class labels in ``[0, K)`` (0/1 with ``(N,)`` probs).
+      confidence: keyword only, instead of ``probs`` and ``labels``: ``(N,)``
+        confidence scores, any real, higher = more confident, with ``correct``.
+      correct: keyword only: ``(N,)`` correctness of each prediction, 0/1 (bool or
+        int), or a float quality in [0, 1] (risk = 1 - quality).
       weights: optional ``(N,)`` non-negative sample weights.
       groups: optional segments: integer ids ``(N,)`` in ``[0, n_groups)`` or a bool
         membership matrix ``(N, G)``; one curve per segment.
@@ -238,5 +242,7 @@ def risk_coverage_curve(
       neural networks"; Traub et al. (2024), "Overcoming common flaws in the evaluation
       of selective classification systems".
     """
-    c = check_inputs(confidence, labels, weights, groups, n_groups)
+    c = check_inputs(
+        probs, labels, weights, groups, n_groups, confidence=confidence, correct=correct
+    )
     return _curve_kernel(c.confidence, c.labels, c.weights, c.masks, c.kind)

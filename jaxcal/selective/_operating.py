@@ -42,9 +42,11 @@ def _risk_at_kernel(confidence, labels, weights, masks, kind, levels):
 
 
 def risk_at_coverage(
-    confidence: Any,
-    labels: Any,
+    probs: Any = None,
+    labels: Any = None,
     *,
+    confidence: Any = None,
+    correct: Any = None,
     coverage: float | tuple[float, ...] = 0.8,
     weights: Any = None,
     groups: Any = None,
@@ -58,10 +60,12 @@ def risk_at_coverage(
     * c) - 1]``). Ties: the curve's average over the orders of tied samples.
 
     Args:
-      confidence: ``(N, K)`` class probabilities or ``(N,)`` confidence scores (see
-        :func:`~jaxcal.selective.aurc`).
-      labels: class labels with ``(N, K)``; 0/1 correctness or a float quality in
-        [0, 1] with ``(N,)``.
+      probs: ``(N, K)`` class probabilities or ``(N,)`` positive-class probabilities
+        (see :func:`~jaxcal.selective.aurc`).
+      labels: ``(N,)`` class labels (0/1 with ``(N,)`` probs).
+      confidence: keyword only, instead of ``probs`` and ``labels``: ``(N,)``
+        confidence scores of any scale, with ``correct``.
+      correct: keyword only: ``(N,)`` 0/1 correctness or a float quality in [0, 1].
       coverage: a level in (0, 1], or a sequence of levels (static).
       weights: optional ``(N,)`` sample weights.
       groups: optional integer ids ``(N,)`` (with ``n_groups``) or bool ``(N, G)``.
@@ -75,7 +79,8 @@ def risk_at_coverage(
       >>> import jax.numpy as jnp
       >>> conf = jnp.array([0.9, 0.8, 0.7, 0.6, 0.5])
       >>> correct = jnp.array([1, 1, 0, 1, 0])
-      >>> [round(v, 4) for v in risk_at_coverage(conf, correct, coverage=(0.4, 0.6, 1.0)).tolist()]
+      >>> r = risk_at_coverage(confidence=conf, correct=correct, coverage=(0.4, 0.6, 1.0))
+      >>> [round(v, 4) for v in r.tolist()]
       [0.0, 0.3333, 0.4]
 
     References:
@@ -83,7 +88,9 @@ def risk_at_coverage(
       torch-uncertainty ``src/torch_uncertainty/metrics/classification/risk_coverage.py``.
     """
     levels = check_level("coverage", coverage)
-    c = check_inputs(confidence, labels, weights, groups, n_groups)
+    c = check_inputs(
+        probs, labels, weights, groups, n_groups, confidence=confidence, correct=correct
+    )
     return _risk_at_kernel(c.confidence, c.labels, c.weights, c.masks, c.kind, levels)
 
 
@@ -104,9 +111,11 @@ def _coverage_at_kernel(confidence, labels, weights, masks, kind, levels):
 
 
 def coverage_at_risk(
-    confidence: Any,
-    labels: Any,
+    probs: Any = None,
+    labels: Any = None,
     *,
+    confidence: Any = None,
+    correct: Any = None,
     risk: float | tuple[float, ...] = 0.05,
     weights: Any = None,
     groups: Any = None,
@@ -123,10 +132,12 @@ def coverage_at_risk(
     followed by a right one at risk 0.6: here 1.0.)
 
     Args:
-      confidence: ``(N, K)`` class probabilities or ``(N,)`` confidence scores (see
-        :func:`~jaxcal.selective.aurc`).
-      labels: class labels with ``(N, K)``; 0/1 correctness or a float quality in
-        [0, 1] with ``(N,)``.
+      probs: ``(N, K)`` class probabilities or ``(N,)`` positive-class probabilities
+        (see :func:`~jaxcal.selective.aurc`).
+      labels: ``(N,)`` class labels (0/1 with ``(N,)`` probs).
+      confidence: keyword only, instead of ``probs`` and ``labels``: ``(N,)``
+        confidence scores of any scale, with ``correct``.
+      correct: keyword only: ``(N,)`` 0/1 correctness or a float quality in [0, 1].
       risk: a level in [0, 1], or a sequence of levels (static).
       weights: optional ``(N,)`` sample weights.
       groups: optional integer ids ``(N,)`` (with ``n_groups``) or bool ``(N, G)``.
@@ -147,7 +158,9 @@ def coverage_at_risk(
       torch-uncertainty ``src/torch_uncertainty/metrics/classification/risk_coverage.py``.
     """
     levels = check_level("risk", risk, low_open=False)
-    c = check_inputs(confidence, labels, weights, groups, n_groups)
+    c = check_inputs(
+        probs, labels, weights, groups, n_groups, confidence=confidence, correct=correct
+    )
     return _coverage_at_kernel(c.confidence, c.labels, c.weights, c.masks, c.kind, levels)
 
 
@@ -175,9 +188,11 @@ def _auroc_kernel(confidence, labels, weights, masks, kind):
 
 
 def correctness_auroc(
-    confidence: Any,
-    labels: Any,
+    probs: Any = None,
+    labels: Any = None,
     *,
+    confidence: Any = None,
+    correct: Any = None,
     weights: Any = None,
     groups: Any = None,
     n_groups: int | None = None,
@@ -191,10 +206,12 @@ def correctness_auroc(
     included, count half). All correct or all wrong: 0.5, where scikit-learn raises.
 
     Args:
-      confidence: ``(N, K)`` class probabilities or ``(N,)`` confidence scores (see
-        :func:`~jaxcal.selective.aurc`).
-      labels: class labels with ``(N, K)``; 0/1 correctness or a float quality in
-        [0, 1] with ``(N,)``.
+      probs: ``(N, K)`` class probabilities or ``(N,)`` positive-class probabilities
+        (see :func:`~jaxcal.selective.aurc`).
+      labels: ``(N,)`` class labels (0/1 with ``(N,)`` probs).
+      confidence: keyword only, instead of ``probs`` and ``labels``: ``(N,)``
+        confidence scores of any scale, with ``correct``.
+      correct: keyword only: ``(N,)`` 0/1 correctness or a float quality in [0, 1].
       weights: optional ``(N,)`` sample weights.
       groups: optional integer ids ``(N,)`` (with ``n_groups``) or bool ``(N, G)``.
       n_groups: G, static; required with integer ``groups``.
@@ -206,12 +223,14 @@ def correctness_auroc(
       >>> import jax.numpy as jnp
       >>> conf = jnp.array([0.9, 0.8, 0.7, 0.7])
       >>> correct = jnp.array([1, 0, 1, 0])
-      >>> float(correctness_auroc(conf, correct))  # (1 + 1 + 0 + 1/2) / 4
+      >>> float(correctness_auroc(confidence=conf, correct=correct))  # (1 + 1 + 0 + 1/2) / 4
       0.625
 
     References:
       Hendrycks & Gimpel (2017), "A baseline for detecting misclassified and
       out-of-distribution examples in neural networks"; Hanley & McNeil (1982).
     """
-    c = check_inputs(confidence, labels, weights, groups, n_groups)
+    c = check_inputs(
+        probs, labels, weights, groups, n_groups, confidence=confidence, correct=correct
+    )
     return _auroc_kernel(c.confidence, c.labels, c.weights, c.masks, c.kind)

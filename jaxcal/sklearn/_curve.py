@@ -66,7 +66,9 @@ def calibration_curve(
       ``strategy="quantile"``, its future default);
     * ``(N, K)`` probabilities: the top-label curve, the accuracy of the predicted
       class against the mean top probability per bin (columns labelled by ``classes``,
-      by default the sorted labels of ``y_true`` when all K occur, or 0..K-1).
+      by default the sorted labels of ``y_true`` when all K occur, or 0..K-1); NaN
+      or inf in a row is refused with a ``ValueError`` (the ``(N,)`` path, like
+      scikit-learn's, bins a NaN silently into NaN bin means).
 
     Args:
       y_true: ``(N,)`` labels.
@@ -97,6 +99,14 @@ def calibration_curve(
     y_prob = np.asarray(y_prob, dtype=np.float64)
     check_consistent_length(y_true, y_prob)
     if y_prob.ndim == 2 and y_prob.shape[1] > 1:
+        # jaxcal's own top-label extension validates (the (N,) path stays scikit-learn's,
+        # which bins NaN silently): a NaN would pass min/max and give NaN bin means
+        bad = np.flatnonzero(~np.isfinite(y_prob).all(axis=1))
+        if bad.size:
+            raise ValueError(
+                f"`y_prob` must be finite; got {y_prob[bad[0]].tolist()} in row {bad[0]} "
+                f"({bad.size} row(s) with NaN or inf). Drop or repair those rows first."
+            )
         scores, target = _top_label(y_true, y_prob, classes)
     else:
         scores = column_or_1d(y_prob)

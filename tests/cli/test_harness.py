@@ -18,7 +18,7 @@ def _direct(confidence, correct, logits, labels) -> dict:
     out = {
         k: float(v) for k, v in presets.helm_calibration(confidence, correct).helm_stats().items()
     }
-    out["hle_calibration_error"] = float(presets.hle_calibration_error(confidence, correct))
+    out["hle_calibration_error"] = float(presets.hle_calibration_error(confidence, correct).value)
     out |= {k: float(v) for k, v in presets.temperature_tuned(logits, labels)._asdict().items()}
     return out
 

@@ -71,10 +71,13 @@ def test_binary_selective_block_uses_the_rows_1_minus_p_p(tmp_path, capsys):
     rows = np.stack([1 - p, p], axis=1)
     assert_close(np.float32(metrics["aurc"]["value"]), selective.aurc(rows, y))
     assert_close(np.float32(metrics["augrc"]["value"]), selective.augrc(rows, y))
-    # The same as the (N,) form: confidence max(p, 1 - p) against correctness.
+    # jaxcal.selective reads (N,) probabilities so too (issue 34.5)
+    assert_close(np.float32(metrics["aurc"]["value"]), selective.aurc(p, y))
+    # The same as the named form: confidence max(p, 1 - p) against correctness.
     correct = ((p > 0.5).astype(int) == y).astype(int)
     assert_close(
-        np.float32(metrics["e_aurc"]["value"]), selective.e_aurc(np.maximum(p, 1 - p), correct)
+        np.float32(metrics["e_aurc"]["value"]),
+        selective.e_aurc(confidence=np.maximum(p, 1 - p), correct=correct),
     )
     skce = stats.skce_test(p, y, key=jax.random.fold_in(jax.random.key(0), 2), n_resamples=200)
     assert_close(np.float32(tests["skce"]["estimate"]), skce.estimate)

@@ -17,7 +17,7 @@ def test_against_the_reference_port(n, beta):
     correct = (rng.random(n) < conf**1.5).astype(int)
     with x64():
         assert_close(
-            presets.hle_calibration_error(conf, correct, beta=beta),
+            presets.hle_calibration_error(conf, correct, beta=beta).value,
             ref.hle_calib_err(conf, correct, beta=beta),
         )
 
@@ -28,7 +28,7 @@ def test_verbalised_percentages_with_ties():
     conf = rng.integers(0, 101, 731) / 100  # HLE's confidence / 100
     correct = rng.integers(0, 2, 731)
     with x64():
-        ours = presets.hle_calibration_error(conf, correct)
+        ours = presets.hle_calibration_error(conf, correct).value
         assert_close(ours, ref.hle_calib_err(conf, correct, kind="stable"))
         # the reference's own quicksort may order ties differently: then only close
         assert abs(float(ours) - ref.hle_calib_err(conf, correct, kind="quicksort")) < 0.02
@@ -40,8 +40,8 @@ def test_the_quirk_skips_the_last_bin_but_divides_by_n():
     # sorted: bin 0 = the 0.5s (accuracy 0.5: gap 0); the last bin (150 at 0.9, all
     # wrong) is skipped: the reported error is 0 for a grossly overconfident model
     with x64():
-        assert float(presets.hle_calibration_error(conf, correct)) == 0.0
-        fixed = presets.hle_calibration_error(conf, correct, skip_last_bin=False)
+        assert float(presets.hle_calibration_error(conf, correct).value) == 0.0
+        fixed = presets.hle_calibration_error(conf, correct, skip_last_bin=False).value
         assert_close(fixed, np.sqrt(150 / 250 * 0.9**2))
         assert ref.hle_calib_err(conf, correct) == 0.0
 
@@ -53,3 +53,17 @@ def test_errors():
         presets.hle_calibration_error(np.full(100, 87.0), np.ones(100, int))
     with pytest.raises(ValueError, match="`correct` must lie in"):
         presets.hle_calibration_error(np.full(100, 0.5), np.full(100, 2))
+
+
+@pytest.mark.parametrize("n", [100, 150, 199, 200, 350])
+def test_a_value_from_the_skipped_bin_alone_is_flagged(n):
+    """Issue 34.7: beta <= N < 2 beta returned 0.0, "0 % calibration error", silently;
+    the value is kept (the reference's) and flagged."""
+    rng = np.random.default_rng(n)
+    conf = np.full(n, 0.95)
+    correct = (rng.random(n) < 0.5).astype(int)  # grossly overconfident
+    res = presets.hle_calibration_error(conf, correct)
+    assert bool(res.last_bin_only) == (n < 200)
+    if n < 200:
+        assert float(res.value) == 0.0
+    assert not bool(presets.hle_calibration_error(conf, correct, skip_last_bin=False).last_bin_only)

@@ -43,3 +43,17 @@ def test_errors():
         presets.temperature_tuned(z, y)
     with pytest.raises(ValueError, match="`lower` must be below `upper`"):
         presets.temperature_tuned(z, y, beta=10, lower=5.0, upper=1.0)
+
+
+def test_a_temperature_on_its_bracket_is_flagged():
+    """Issue 34.7 (Q9): logits 100x too confident ended on upper = 5 without a word."""
+    rng = np.random.default_rng(21)
+    s = rng.standard_normal((150, 4))
+    y = np.argmax(s + rng.standard_normal((150, 4)), axis=1)
+    out = presets.temperature_tuned(100 * s, y)
+    assert float(out.temperature) == pytest.approx(5.0, abs=1e-4) and bool(out.at_bound)
+    wide = presets.temperature_tuned(100 * s, y, upper=1000.0)  # the minimiser, ~100
+    assert 20 < float(wide.temperature) < 900 and not bool(wide.at_bound)
+    cold = presets.temperature_tuned(s / 100, y)  # 100x too cautious: T on lower = 0.2
+    assert float(cold.temperature) == pytest.approx(0.2, abs=1e-4) and bool(cold.at_bound)
+    assert not bool(presets.temperature_tuned(s, y).at_bound)

@@ -71,9 +71,12 @@ def test_real_data_against_torch_uncertainty_over_tie_orders():
         distinct = scores + 1e-9 * rng.permutation(len(scores))
         correct = 1 - errors.astype(int)
         assert_close(
-            selective.aurc(distinct, correct, convention="trapezoid"), ref.tu_aurc(distinct, errors)
+            selective.aurc(confidence=distinct, correct=correct, convention="trapezoid"),
+            ref.tu_aurc(distinct, errors),
         )
-        assert_close(selective.aurc(distinct, correct), ref.aurc_mean(distinct, errors))
+        assert_close(
+            selective.aurc(confidence=distinct, correct=correct), ref.aurc_mean(distinct, errors)
+        )
 
 
 def test_binary_probabilities_as_torch_uncertainty_reads_them():
@@ -81,8 +84,103 @@ def test_binary_probabilities_as_torch_uncertainty_reads_them():
     p, y = rng.random(100), rng.integers(0, 2, 100)
     scores, errors = ref.tu_scores_errors(p, y)  # it stacks (1 - p, p)
     with x64():
-        value = selective.aurc(np.stack([1 - p, p], 1), y, convention="trapezoid")
-        assert_close(value, ref.tu_aurc(scores, errors))
+        for probs in (p, np.stack([1 - p, p], 1)):  # (N,) is the positive class's probability
+            assert_close(
+                selective.aurc(probs, y, convention="trapezoid"), ref.tu_aurc(scores, errors)
+            )
+            assert_close(selective.aurc(probs, y), ref.aurc_mean(scores, errors))
+
+
+def test_one_dimensional_probabilities_are_not_confidence_scores():
+    """Issue 34.5: binary probabilities passed to aurc give the binary answer (~0.12 on a
+    thousand calibrated predictions), not the confidence-score reading (~0.23)."""
+    rng = np.random.default_rng(0)
+    p = rng.random(1000)
+    y = (rng.random(1000) < p).astype(int)
+    rows = np.stack([1 - p, p], 1)
+    conf, correct = np.maximum(p, 1 - p), ((p > 0.5) == y).astype(int)
+    with x64():
+        binary = selective.aurc(p, y)
+        assert 0.08 < float(binary) < 0.18
+        as_scores = selective.aurc(confidence=p, correct=y)  # the old (N,) reading
+        assert float(as_scores) > float(binary) + 0.08
+        for fn in (
+            selective.aurc,
+            selective.e_aurc,
+            selective.augrc,
+            selective.prediction_rejection_ratio,
+            selective.correctness_auroc,
+            selective.risk_at_coverage,
+            selective.coverage_at_risk,
+        ):
+            a, b = fn(p, y), fn(rows, y)
+            assert_close(a, b, err_msg=fn.__name__)
+            assert_close(a, fn(confidence=conf, correct=correct), err_msg=fn.__name__)
+        curve = selective.risk_coverage_curve(p, y)
+        assert_close(curve.risk, selective.risk_coverage_curve(rows, y).risk)
+    # p = 1/2 predicts class 0, as argmax of the rows (1/2, 1/2) does
+    assert float(selective.aurc(np.array([0.5]), np.array([0]))) == 0.0
+    assert float(selective.aurc(np.array([0.5]), np.array([1]))) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("conf", "correct", "max_rejection"),
+    [
+        ([0.9, 0.5, 0.1], [0, 1, 1], 0.3),
+        ([0.9, 0.5], [1, 0], 0.4),
+        ([0.9, 0.5], [0, 1], 0.4),
+        ([0.5], [0], 0.5),
+        (np.random.default_rng(21).random(60), (np.arange(60) % 3 > 0).astype(int), 0.01),
+    ],
+)
+def test_prr_refuses_an_empty_rejection_window(conf, correct, max_rejection):
+    """Issue 34.3 (Q1): no point in the rejection window gave 1.0, a perfect ranking's
+    score, whatever the ranking; it is undefined: refused, on every call."""
+    conf, correct = np.asarray(conf), np.asarray(correct)
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"rejects no sample.*raise `max_rejection`"):
+            selective.prediction_rejection_ratio(
+                confidence=conf, correct=correct, max_rejection=max_rejection
+            )
+    # under jit values are not checked: NaN, never the perfect score 1.0
+    jitted = jax.jit(
+        lambda c, k: selective.prediction_rejection_ratio(
+            confidence=c, correct=k, max_rejection=max_rejection
+        )
+    )
+    assert np.isnan(float(jitted(conf, correct)))
+    # one more sample in the window is enough: a finite value
+    n = len(conf)
+    if n > 1:
+        value = selective.prediction_rejection_ratio(
+            confidence=conf, correct=correct, max_rejection=1 / n
+        )
+        assert np.isfinite(float(value))
+
+
+def test_prr_refusal_by_weight_and_per_segment():
+    conf, correct = np.array([0.9, 0.8, 0.7, 0.1]), np.array([1, 0, 1, 0])
+    # the least confident sample carries 0.7 of the weight: no point has 0.5 before it
+    w = np.array([0.1, 0.1, 0.1, 0.7])
+    with pytest.raises(ValueError, match="rejects no sample"):
+        selective.prediction_rejection_ratio(
+            confidence=conf, correct=correct, weights=w, max_rejection=0.5
+        )
+    # a segment of one sample at max_rejection 0.5: named; a segment of zero weight is not
+    ids = np.array([0, 0, 0, 1])
+    with pytest.raises(ValueError, match="in segment\\(s\\) \\[1\\]"):
+        selective.prediction_rejection_ratio(
+            confidence=conf, correct=correct, groups=ids, n_groups=2, max_rejection=0.5
+        )
+    out = selective.prediction_rejection_ratio(
+        confidence=conf,
+        correct=correct,
+        groups=ids,
+        n_groups=2,
+        weights=np.array([1.0, 1.0, 1.0, 0.0]),
+        max_rejection=0.5,
+    )
+    assert np.all(np.isfinite(np.asarray(out)))
 
 
 @pytest.mark.parametrize("data", ["random", "real"])
@@ -96,7 +194,9 @@ def test_augrc_against_fd_shifts_port_with_ties(data):
         conf, correct = probs.max(1), (probs.argmax(1) == labels).astype(int)
     assert len(np.unique(conf)) < len(conf)
     with x64():
-        assert_close(selective.augrc(conf, correct), ref.fds_augrc(conf, 1 - correct))
+        assert_close(
+            selective.augrc(confidence=conf, correct=correct), ref.fds_augrc(conf, 1 - correct)
+        )
 
 
 def test_ties_are_averaged_over_orders():
@@ -108,9 +208,13 @@ def test_ties_are_averaged_over_orders():
             ("trapezoid", lambda s, r: ref.tu_aurc(s, r)),
         ]:
             expected = ref.tie_average(fn, conf, 1.0 - correct)
-            assert_close(selective.aurc(conf, correct, convention=convention), expected)
+            assert_close(
+                selective.aurc(confidence=conf, correct=correct, convention=convention), expected
+            )
         expected = ref.tie_average(lambda s, r: ref.tu_augrc(s, r), conf, 1.0 - correct)
-        assert_close(selective.augrc(conf, correct, convention="trapezoid"), expected)
+        assert_close(
+            selective.augrc(confidence=conf, correct=correct, convention="trapezoid"), expected
+        )
 
 
 def test_e_aurc_exact_and_closed_form():
@@ -125,7 +229,9 @@ def test_e_aurc_exact_and_closed_form():
             closed, ref.aurc_mean(scores, errors) - ref.fds_aurc_optimal(errors), atol=1e-13
         )
         oracle_scores = -errors + 1e-3 * np.arange(errors.size) / errors.size
-        assert_close(selective.e_aurc(oracle_scores, 1 - errors.astype(int)), 0.0)
+        assert_close(
+            selective.e_aurc(confidence=oracle_scores, correct=1 - errors.astype(int)), 0.0
+        )
         trap = selective.e_aurc(probs, labels, convention="trapezoid")
         oracle = np.sort(errors)
         assert_close(
@@ -137,8 +243,8 @@ def test_e_aurc_is_non_negative_and_zero_for_constant_risk():
     rng = np.random.default_rng(3)
     for _ in range(5):
         conf, correct = rng.integers(0, 4, 30) / 3.0, rng.integers(0, 2, 30)
-        assert float(selective.e_aurc(conf, correct)) >= -1e-6
-    assert float(selective.e_aurc(np.arange(5.0), np.ones(5, int))) == 0.0
+        assert float(selective.e_aurc(confidence=conf, correct=correct)) >= -1e-6
+    assert float(selective.e_aurc(confidence=np.arange(5.0), correct=np.ones(5, int))) == 0.0
 
 
 @pytest.mark.parametrize("max_rejection", [1.0, 0.5, 0.3])
@@ -147,7 +253,7 @@ def test_prr_against_lm_polygraph_port(max_rejection):
     uncertainty, quality = rng.normal(size=150), rng.random(150)
     with x64():
         value = selective.prediction_rejection_ratio(
-            -uncertainty, quality, max_rejection=max_rejection
+            confidence=-uncertainty, correct=quality, max_rejection=max_rejection
         )
         exact_random = np.mean(ref.lmp_normalize(quality))  # E of a shuffle, exactly
         assert_close(value, ref.lmp_prr(uncertainty, quality, max_rejection, random=exact_random))
@@ -172,18 +278,20 @@ def test_lm_polygraph_rcc_auc_is_the_mean_convention_of_the_normalised_target():
     rng = np.random.default_rng(5)
     uncertainty, quality = rng.normal(size=80), rng.random(80)
     with x64():
-        value = selective.aurc(-uncertainty, ref.lmp_normalize(quality))
+        value = selective.aurc(confidence=-uncertainty, correct=ref.lmp_normalize(quality))
         assert_close(value, ref.lmp_rcc_auc(uncertainty, quality))
 
 
 def test_degenerate_inputs_have_documented_values():
     conf = np.array([0.9, 0.8, 0.7])
     for correct in (np.ones(3, int), np.zeros(3, int)):
-        assert float(selective.prediction_rejection_ratio(conf, correct)) == 0.0
-        assert float(selective.e_aurc(conf, correct)) == pytest.approx(0.0, abs=1e-7)
-    one = selective.aurc(np.array([0.4]), np.array([0]), convention="trapezoid")
+        assert float(selective.prediction_rejection_ratio(confidence=conf, correct=correct)) == 0.0
+        assert float(selective.e_aurc(confidence=conf, correct=correct)) == pytest.approx(
+            0.0, abs=1e-7
+        )
+    one = selective.aurc(confidence=np.array([0.4]), correct=np.array([0]), convention="trapezoid")
     assert float(one) == 1.0  # one point: its risk (torch-uncertainty: NaN)
-    zero_w = selective.aurc(conf, np.array([1, 0, 1]), weights=np.zeros(3))
+    zero_w = selective.aurc(confidence=conf, correct=np.array([1, 0, 1]), weights=np.zeros(3))
     assert float(zero_w) == 0.0
 
 
@@ -194,13 +302,22 @@ def test_weights_scale_free_and_augrc_equal_to_repeated_rows():
     w = reps.astype(float)
     with x64():
         for fn in (selective.aurc, selective.augrc, selective.e_aurc, selective.correctness_auroc):
-            assert_close(fn(conf, correct, weights=w), fn(conf, correct, weights=1e-3 * w))
+            assert_close(
+                fn(confidence=conf, correct=correct, weights=w),
+                fn(confidence=conf, correct=correct, weights=1e-3 * w),
+            )
         # the generalized risk is linear in the weight within a sample: a weight k is k
         # copies; the selective risk is not (copies add intermediate steps), see aurc
         big_c, big_y = np.repeat(conf, reps), np.repeat(correct, reps)
         for fn in (selective.augrc, selective.correctness_auroc):
-            assert_close(fn(conf, correct, weights=w), fn(big_c, big_y))
-        assert_close(selective.aurc(conf, correct, weights=w), ref.aurc_mean(conf, 1 - correct, w))
+            assert_close(
+                fn(confidence=conf, correct=correct, weights=w),
+                fn(confidence=big_c, correct=big_y),
+            )
+        assert_close(
+            selective.aurc(confidence=conf, correct=correct, weights=w),
+            ref.aurc_mean(conf, 1 - correct, w),
+        )
 
 
 def test_groups_equal_per_segment_calls():
@@ -229,13 +346,13 @@ def test_jit_vmap_and_grad_with_respect_to_weights():
     conf = np.round(probs.max(1), 1)  # ties
     correct = (probs.argmax(1) == labels).astype(int)
     with x64():
-        g = jax.grad(lambda w: selective.aurc(conf, correct, weights=w))(w)
+        g = jax.grad(lambda w: selective.aurc(confidence=conf, correct=correct, weights=w))(w)
         h = 1e-6
         for i in (0, 5, 17):
             step = np.zeros(64)
             step[i] = h
-            up = selective.aurc(conf, correct, weights=w + step)
-            down = selective.aurc(conf, correct, weights=w - step)
+            up = selective.aurc(confidence=conf, correct=correct, weights=w + step)
+            down = selective.aurc(confidence=conf, correct=correct, weights=w - step)
             assert_close(g[i], (up - down) / (2 * h), rtol=1e-5, atol=1e-9)  # differences
 
 
@@ -255,7 +372,7 @@ def test_option_errors_name_the_option():
     with pytest.raises(ValueError, match="`convention` must be one of 'traub', 'trapezoid'"):
         selective.augrc(p, y, convention="mean")
     with pytest.raises(ValueError, match="closed_form"):
-        selective.e_aurc(p, np.array([0.5, 1.0]), optimal="closed_form")
+        selective.e_aurc(confidence=p, correct=np.array([0.5, 1.0]), optimal="closed_form")
     with pytest.raises(ValueError, match="`max_rejection` must lie in"):
         selective.prediction_rejection_ratio(p, y, max_rejection=0.0)
 
@@ -287,14 +404,14 @@ def _extreme(draw):
 def test_extreme_inputs_finite_and_equal_to_the_definition(case):
     conf, correct, w = case
     values = [
-        selective.aurc(conf, correct, weights=w),
-        selective.aurc(conf, correct, weights=w, convention="trapezoid"),
-        selective.augrc(conf, correct, weights=w),
-        selective.e_aurc(conf, correct, weights=w),
-        selective.prediction_rejection_ratio(conf, correct, weights=w),
-        selective.correctness_auroc(conf, correct, weights=w),
-        selective.risk_at_coverage(conf, correct, weights=w),
-        selective.coverage_at_risk(conf, correct, weights=w, risk=0.3),
+        selective.aurc(confidence=conf, correct=correct, weights=w),
+        selective.aurc(confidence=conf, correct=correct, weights=w, convention="trapezoid"),
+        selective.augrc(confidence=conf, correct=correct, weights=w),
+        selective.e_aurc(confidence=conf, correct=correct, weights=w),
+        selective.prediction_rejection_ratio(confidence=conf, correct=correct, weights=w),
+        selective.correctness_auroc(confidence=conf, correct=correct, weights=w),
+        selective.risk_at_coverage(confidence=conf, correct=correct, weights=w),
+        selective.coverage_at_risk(confidence=conf, correct=correct, weights=w, risk=0.3),
     ]
     assert all(np.isfinite(np.asarray(v)) for v in values)
     if w.sum() == 0:

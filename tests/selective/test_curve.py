@@ -42,7 +42,7 @@ def test_ties_are_the_mean_over_the_orders_of_the_tied_samples():
     correct = np.array([1, 0, 0, 1, 0, 1, 0])
     risks = 1.0 - correct
     with x64():
-        c = selective.risk_coverage_curve(conf, correct)
+        c = selective.risk_coverage_curve(confidence=conf, correct=correct)
 
         def curve(ranks, r):
             acc, err, _ = ref.running_risks(ranks, r)
@@ -56,10 +56,10 @@ def test_permutation_invariant_with_ties():
     rng = np.random.default_rng(3)
     conf = rng.integers(0, 5, 60) / 4.0  # five distinct values: long runs of ties
     correct = rng.integers(0, 2, 60)
-    base = selective.risk_coverage_curve(conf, correct)
+    base = selective.risk_coverage_curve(confidence=conf, correct=correct)
     for seed in range(3):
         perm = np.random.default_rng(seed).permutation(60)
-        other = selective.risk_coverage_curve(conf[perm], correct[perm])
+        other = selective.risk_coverage_curve(confidence=conf[perm], correct=correct[perm])
         assert_close(other.risk, base.risk)
 
 
@@ -68,7 +68,7 @@ def test_one_dimensional_scores_of_any_scale_and_a_quality():
     score = 40 * rng.normal(size=50)  # log-likelihoods, negative entropies: any real
     quality = rng.random(50)
     with x64():
-        c = selective.risk_coverage_curve(score, quality)
+        c = selective.risk_coverage_curve(confidence=score, correct=quality)
         acc, err, _ = ref.running_risks(score, 1 - quality)
         assert_close(c.risk, err / acc)
 
@@ -78,7 +78,7 @@ def test_weights_against_the_definition():
     score, correct, w = rng.random(40), rng.integers(0, 2, 40), rng.random(40)
     w[::7] = 0.0
     with x64():
-        c = selective.risk_coverage_curve(score, correct, weights=w)
+        c = selective.risk_coverage_curve(confidence=score, correct=correct, weights=w)
         acc, err, _ = ref.running_risks(score, 1 - correct, w)
         assert_close(c.coverage, acc / acc[-1])
         assert_close(c.risk, np.where(acc > 0, err / np.where(acc > 0, acc, 1), 0))

@@ -15,28 +15,62 @@ def test_probabilities_and_scores_agree():
     correct = probs.argmax(1) == labels
     for fn in (selective.aurc, selective.augrc, selective.correctness_auroc):
         a = fn(probs, labels)
-        b = fn(probs.max(1), correct)  # bool correctness
-        c = fn(probs.max(1), correct.astype(float))  # a quality of 0s and 1s
+        b = fn(confidence=probs.max(1), correct=correct)  # bool correctness
+        c = fn(confidence=probs.max(1), correct=correct.astype(float))  # a quality of 0s and 1s
         np.testing.assert_allclose([b, c], [a, a], rtol=1e-6)
 
 
 @pytest.mark.parametrize(
-    ("confidence", "labels", "match"),
+    ("probs", "labels", "match"),
     [
         (np.ones((2, 2, 2)), [0, 1], "must be \\(N, K\\) class probabilities or \\(N,\\)"),
         (np.zeros(0), [], "must not be empty"),
-        (np.array([0.1, np.nan]), [0, 1], "`confidence` must be finite"),
-        (np.array([0.1, 0.2]), [0, 2], "correctness of each prediction"),
-        (np.array([0.1, 0.2]), [0.5, 1.5], "`labels` must lie in \\[0, 1\\]; got 1.5"),
-        (np.array([0.1, 0.2]), [0.5], "must have shape \\(2,\\)"),
-        (np.array([[0.5, 0.6], [0.5, 0.5]]), [0, 1], "`confidence` rows must sum to 1"),
+        (np.array([[0.5, 0.6], [0.5, 0.5]]), [0, 1], "`probs` rows must sum to 1"),
         (np.array([[0.5, 0.5], [0.5, 0.5]]), [0, 3], "`labels` must lie in \\[0, 2\\)"),
+        # (N,): a binary model's positive-class probability, with a hint at the named form
+        (np.array([0.1, np.nan]), [0, 1], "`probs`.*confidence=..., correct=..."),
+        (np.array([0.1, 2.5]), [0, 1], "`probs`.*confidence=..., correct=..."),
+        (np.array([0.1, 0.2]), [0, 2], "`labels`.*confidence=..., correct=..."),
+        (np.array([0.1, 0.2]), [0.5, 1.0], "`labels`.*confidence=..., correct=..."),
     ],
 )
-def test_bad_input_is_named_on_every_call(confidence, labels, match):
+def test_bad_input_is_named_on_every_call(probs, labels, match):
     for _ in range(2):
         with pytest.raises(ValueError, match=match):
-            selective.aurc(confidence, labels)
+            selective.aurc(probs, labels)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"confidence": np.array([0.1, np.nan]), "correct": [0, 1]}, "`confidence` must be finite"),
+        ({"confidence": np.array([0.1, 0.2]), "correct": [0, 2]}, "correctness of each"),
+        ({"confidence": np.array([0.1, 0.2]), "correct": [0.5, 1.5]}, "`correct` must lie in"),
+        ({"confidence": np.array([0.1, 0.2]), "correct": [0.5]}, "must have shape \\(2,\\)"),
+        ({"confidence": np.ones((2, 2)) / 2, "correct": [0, 1]}, "pass them as `probs`"),
+        ({"confidence": np.array([0.1, 0.2])}, "`correct` is missing"),
+        ({"correct": np.array([0, 1])}, "`confidence` is missing"),
+        ({}, "Pass `probs` with `labels`"),
+        (
+            {"probs": np.array([0.1, 0.2]), "labels": [0, 1], "correct": np.array([0, 1])},
+            "not both",
+        ),
+        ({"probs": np.array([0.1, 0.2]), "correct": np.array([0, 1])}, "not both"),
+    ],
+)
+def test_the_named_form_and_its_messages(kwargs, match):
+    for _ in range(2):
+        with pytest.raises(ValueError, match=match):
+            selective.aurc(**kwargs)
+
+
+def test_scores_of_any_scale_go_through_the_named_form():
+    score = np.array([-12.0, 3.5, 40.0, -0.5])  # log-likelihoods: not probabilities
+    correct = np.array([0, 1, 1, 0])
+    value = selective.aurc(confidence=score, correct=correct)  # sorted: 40, 3.5, -0.5, -12
+    assert float(value) == pytest.approx((0 + 0 + 1 / 3 + 2 / 4) / 4, rel=1e-6)
+    with pytest.raises(ValueError, match=r"confidence=\.\.\., correct=\.\.\."):
+        selective.aurc(score, correct)
 
 
 def test_weights_and_groups_are_checked():

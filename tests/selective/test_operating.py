@@ -47,7 +47,9 @@ def test_risk_at_coverage_against_torch_uncertainty_port(level):
             ref.tu_risk_at_cov(scores, errors, level),
         )
     # float32: a level k/N reached exactly is found despite round-off (0.3 * 10)
-    ten = selective.risk_at_coverage(scores[:10], 1 - errors[:10].astype(int), coverage=0.3)
+    ten = selective.risk_at_coverage(
+        confidence=scores[:10], correct=1 - errors[:10].astype(int), coverage=0.3
+    )
     assert_close(ten, np.float32(ref.tu_risk_at_cov(scores[:10], errors[:10], 0.3)))
 
 
@@ -80,8 +82,14 @@ def test_torch_uncertainty_cov_at_risk_indexing_defect():
     # Most confident wrong, next right: risks 1, 1/2; at risk 0.6 full coverage qualifies.
     scores, errors = np.array([0.9, 0.8]), np.array([1.0, 0.0])
     assert np.isnan(ref.tu_cov_at_risk(scores, errors, 0.6))
-    assert float(selective.coverage_at_risk(scores, np.array([0, 1]), risk=0.6)) == 1.0
-    assert float(selective.coverage_at_risk(scores, np.array([0, 0]), risk=0.5)) == 0.0
+    assert (
+        float(selective.coverage_at_risk(confidence=scores, correct=np.array([0, 1]), risk=0.6))
+        == 1.0
+    )
+    assert (
+        float(selective.coverage_at_risk(confidence=scores, correct=np.array([0, 0]), risk=0.5))
+        == 0.0
+    )
 
 
 @pytest.mark.parametrize("weighted", [False, True])
@@ -92,7 +100,7 @@ def test_correctness_auroc_against_sklearn(weighted):
     w = np.random.default_rng(3).random(len(conf)) if weighted else None
     with x64():
         assert_close(
-            selective.correctness_auroc(conf, correct, weights=w),
+            selective.correctness_auroc(confidence=conf, correct=correct, weights=w),
             roc_auc_score(correct, conf, sample_weight=w),
         )
         assert_close(
@@ -109,8 +117,11 @@ def test_correctness_auroc_of_a_quality_splits_each_sample():
         both = np.concatenate([conf, conf])
         y = np.concatenate([np.ones(30), np.zeros(30)])
         w = np.concatenate([q, 1 - q])
-        assert_close(selective.correctness_auroc(conf, q), roc_auc_score(y, both, sample_weight=w))
-    assert float(selective.correctness_auroc(conf, np.ones(30, int))) == 0.5
+        assert_close(
+            selective.correctness_auroc(confidence=conf, correct=q),
+            roc_auc_score(y, both, sample_weight=w),
+        )
+    assert float(selective.correctness_auroc(confidence=conf, correct=np.ones(30, int))) == 0.5
 
 
 def test_groups_and_jit():

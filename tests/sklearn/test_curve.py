@@ -108,3 +108,13 @@ def test_display_binary_equals_scikit_learn_and_multiclass_draws():
     np.testing.assert_array_equal(disp.prob_true, expected[0])
     assert disp.ax_.get_xlabel() == "Mean top-label probability"
     matplotlib.pyplot.close("all")
+
+
+@pytest.mark.parametrize("row", [0, 1, 2])
+def test_top_label_curve_refuses_nan(row):
+    """Issue 34.7 (Q5): NaN in (N, K) probabilities gave NaN bin means silently."""
+    p = np.array([[0.2, 0.8], [0.6, 0.4], [0.5, 0.5]])
+    p[row, 1] = np.nan
+    for _ in range(2):
+        with pytest.raises(ValueError, match=f"`y_prob` must be finite.*in row {row}"):
+            calibration_curve(np.array([1, 0, 1]), p, n_bins=2)

@@ -17,8 +17,8 @@ LP = np.log(P / (1 - P))
 Y = (rng.random(N) < 1 / (1 + np.exp(-(0.3 + 1.4 * LP)))).astype(np.int32)
 W = rng.random(N) * 2
 
-# The ridge of 1e-8 per unit weight (the finite answer on separable data) moves the
-# estimates by ~1e-8 relative: the statsmodels comparisons allow 1e-6.
+# The estimates are the MLE to round-off (test_converges_to_the_mle_*: 1e-8); these
+# comparisons, of the standard errors and intervals too, allow 1e-6.
 RTOL = 1e-6
 
 
@@ -179,3 +179,67 @@ def test_an_event_at_score_zero_converges():
     eps = np.finfo(np.float32).eps
     assert_close(res.citl.estimate, -np.log(eps / (1 - eps)), rtol=1e-5)  # logit(1/2) - logit(eps)
     assert np.isfinite(float(res.intercept.std_error))
+
+
+def _statsmodels_mle(t, lp, w=None):
+    fit = sm.GLM(t, sm.add_constant(lp), family=sm.families.Binomial(), freq_weights=w)
+    return fit.fit(tol=1e-14, maxiter=200)
+
+
+def test_converges_to_the_mle_on_digits_per_class():
+    """Issue 34.6: a multiclass logistic regression's held-out probabilities on digits, per
+    class in float64: the slope was 1.2e-5..1.2e-4 relative from statsmodels' MLE (the
+    ridge, of 1e-8 per unit weight, is large where the information per unit weight is
+    small: confident, well-separated classes). Where the MLE exists it is the answer."""
+    import warnings
+
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.5, random_state=0)
+    probs = LogisticRegression(max_iter=5000).fit(Xtr, ytr).predict_proba(Xte)
+    with x64():
+        res = calibration_slope_intercept(probs, yte)
+    eps = np.finfo(np.float64).eps
+    checked = 0
+    for k in range(10):
+        p = np.clip(probs[:, k], eps, 1 - eps)
+        lp, t = np.log(p) - np.log1p(-p), (yte == k).astype(float)
+        if lp[t == 1].min() > lp[t == 0].max():
+            continue  # separable (class 0 here): no MLE, the ridge's finite answer
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # statsmodels warns of near-perfect prediction
+            fit = _statsmodels_mle(t, lp)
+        checked += 1
+        assert_close(res.slope.estimate[k], fit.params[1], rtol=1e-8, err_msg=f"class {k}")
+        assert_close(res.intercept.estimate[k], fit.params[0], rtol=1e-8, err_msg=f"class {k}")
+        assert_close(res.slope.std_error[k], fit.bse[1], rtol=1e-6, err_msg=f"class {k}")
+        assert bool(res.converged[k])
+    assert checked == 9
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_converges_to_the_mle_on_random_cases(seed):
+    """Confident scores (log-odds spread to +-15) with small and large slopes, weighted
+    and not: the MLE to 1e-8 relative (float64), the citl too."""
+    r = np.random.default_rng(100 + seed)
+    n = int(r.integers(60, 600))
+    lp = r.normal(size=n) * r.uniform(1, 15) + r.normal()
+    a, b = r.normal(), r.uniform(0.2, 2.0)
+    t = (r.random(n) < 1 / (1 + np.exp(-(a + b * lp)))).astype(float)
+    w = r.random(n) * 3 if seed % 2 else None
+    eps = np.finfo(np.float64).eps
+    p = np.clip(1 / (1 + np.exp(-lp)), eps, 1 - eps)
+    lp = np.log(p) - np.log1p(-p)  # the log-odds jaxcal fits on (p clipped to [eps, 1 - eps])
+    fit = _statsmodels_mle(t, lp, w)
+    citl = sm.GLM(t, np.ones((n, 1)), family=sm.families.Binomial(), offset=lp, freq_weights=w).fit(
+        tol=1e-14, maxiter=200
+    )
+    with x64():
+        res = calibration_slope_intercept(p, t.astype(int), weights=w)
+    assert_close(res.slope.estimate, fit.params[1], rtol=1e-8)
+    assert_close(res.intercept.estimate, fit.params[0], rtol=1e-8, atol=1e-12)
+    assert_close(res.citl.estimate, citl.params[0], rtol=1e-8, atol=1e-12)
+    assert bool(res.converged)

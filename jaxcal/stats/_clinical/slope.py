@@ -28,12 +28,20 @@ from jaxcal._core.validity import mask_padding
 
 #: Ridge toward the calibrated values (a, b) = (0, 1), per unit of total weight: it keeps
 #: the estimate finite when the likelihood has no maximiser (separable data, one class
-#: only, one distinct score) and moves a well-posed estimate by ~1e-8 relative.
+#: only, one distinct score). Where the maximiser exists an unpenalised Newton phase
+#: removes it (it moved the estimate by up to ~1e-5 relative where the information per
+#: unit weight is small: confident, well-separated classes).
 RIDGE = 1e-8
 
 #: Newton iterations at most (quadratic convergence needs under 10 on well-posed data;
 #: separable data converge to the ridge's finite optimum in a few dozen).
 MAX_ITER = 100
+
+#: Newton iterations at most of the unpenalised fit that follows the ridged one: where
+#: the maximum-likelihood estimate exists the ridged estimate is within ~RIDGE /
+#: information of it and quadratic convergence needs 2-4; where it does not (separable
+#: data) the steps stay of order 1 / margin and the stopping test cannot hold.
+POLISH_ITER = 30
 
 #: Step sizes 1, 1/2, ..., 2**-(HALVINGS - 1) tried at once by the line search.
 HALVINGS = 12
@@ -89,36 +97,47 @@ def logistic_newton(
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Weighted logistic regression ``logit P = features @ theta + offset`` by Newton.
 
-    Minimises sum w [softplus(eta) - y eta] + RIDGE W / 2 |theta - prior|^2 (W the total
-    weight). Each Newton step is at most ``MAX_STEP`` in every coordinate, then halved
-    until the loss does not grow. Stops when the Newton step is below sqrt(eps)
-    (1 + |theta|) (the next one would be below eps), or after ``MAX_ITER`` iterations.
+    Two phases, each a ``while_loop`` of capped, line-searched Newton steps (each step at
+    most ``MAX_STEP`` in every coordinate, then halved until the loss does not grow),
+    stopped when the Newton step is below sqrt(eps) (1 + |theta|) (the next one, by
+    quadratic convergence, would be below eps):
+
+    1. the ridged fit: minimises sum w [softplus(eta) - y eta] + RIDGE W / 2
+       |theta - prior|^2 (W the total weight), which exists on any data, in at most
+       ``MAX_ITER`` iterations;
+    2. the maximum-likelihood fit: the same without the ridge, from the ridged estimate,
+       in at most ``POLISH_ITER`` iterations. Where the MLE exists it converges in a few
+       (quadratically: the ridged estimate is within ~RIDGE / information of it) and is
+       the answer; where it does not (separable data, one class, one distinct score) the
+       unpenalised steps keep growing (or the information is singular) and the ridged
+       estimate is kept.
 
     Differentiable in every input by the implicit function theorem: the iterations run on
     stopped gradients (reverse mode cannot cross a ``while_loop``), and the estimate
     carries the derivative of one Newton step taken at it, ``-H^{-1} dg`` (g the gradient
-    of the objective, 0 at the optimum; the step's value is subtracted back, so the
-    estimate is the loop's, bit for bit).
+    of the objective that was minimised, 0 at the optimum; the step's value is subtracted
+    back, so the estimate is the loop's, bit for bit).
 
     Returns:
       ``(theta (d,), covariance (d, d), converged)``: the estimate, the inverse of the
-      (penalised) Fisher information, and whether the stopping test held.
+      Fisher information (without the ridge), and whether a stopping test held (the
+      maximum-likelihood fit's, or else the ridged fit's).
     """
     dtype = features.dtype
     d = features.shape[1]
     tol = jnp.sqrt(jnp.finfo(dtype).eps)
     steps = 0.5 ** jnp.arange(HALVINGS, dtype=dtype)
 
-    def loss(data, theta):  # theta (T, d): T candidates at once
+    def loss(data, theta, ridge):  # theta (T, d): T candidates at once
         features, offset, y, w = data
         eta = features @ theta.T + offset[:, None]
         nll = jnp.sum(w[:, None] * (jax.nn.softplus(eta) - y[:, None] * eta), axis=0)
-        lam = RIDGE * jnp.sum(w)
+        lam = ridge * jnp.sum(w)
         return nll + lam / 2 * jnp.sum((theta - prior[None, :]) ** 2, axis=-1)
 
-    def hessian(data, theta):
+    def hessian(data, theta, ridge):
         features, offset, y, w = data
-        lam = RIDGE * jnp.sum(w)
+        lam = ridge * jnp.sum(w)
         mu = jax.nn.sigmoid(features @ theta + offset)
         grad = features.T @ (w * (mu - y)) + lam * (theta - prior)
         info = (features * (w * mu * (1 - mu))[:, None]).T @ features
@@ -127,42 +146,55 @@ def logistic_newton(
     data = (features, offset, y, w)
     fixed = jax.lax.stop_gradient(data)
 
-    def step(carry):
-        theta, _, it = carry
-        grad, info = hessian(fixed, theta)
-        delta = jnp.linalg.solve(info, grad)
-        size = jnp.max(jnp.abs(delta))
-        delta = delta * jnp.where(size > MAX_STEP, MAX_STEP / jnp.where(size > 0, size, 1), 1)
-        trials = theta[None, :] - steps[:, None] * delta[None, :]
-        values = loss(fixed, trials)
-        current = loss(fixed, theta[None, :])[0]
-        # Accept a step that raises the loss by rounding only (at the optimum in float32
-        # the full Newton step can look worse by an ulp, and halving it would stall).
-        ok = values <= current + 8 * jnp.finfo(dtype).eps * jnp.abs(current)
-        # The largest step that does not increase the loss (the smallest one otherwise).
-        pick = jnp.where(jnp.any(ok), jnp.argmax(ok), HALVINGS - 1)
-        new = trials[pick]
-        done = jnp.max(jnp.abs(delta)) <= tol * (1 + jnp.max(jnp.abs(theta)))
-        return new, done, it + 1
+    def newton(max_iter):
+        def step(carry):
+            theta, _, _, it, ridge = carry
+            grad, info = hessian(fixed, theta, ridge)
+            delta = jnp.linalg.solve(info, grad)
+            finite = jnp.all(jnp.isfinite(delta))
+            delta = jnp.where(finite, delta, 0)
+            size = jnp.max(jnp.abs(delta))
+            delta = delta * jnp.where(size > MAX_STEP, MAX_STEP / jnp.where(size > 0, size, 1), 1)
+            trials = theta[None, :] - steps[:, None] * delta[None, :]
+            values = loss(fixed, trials, ridge)
+            current = loss(fixed, theta[None, :], ridge)[0]
+            # Accept a step that raises the loss by rounding only (at the optimum in
+            # float32 the full Newton step can look worse by an ulp, and halving it would
+            # stall).
+            ok = values <= current + 8 * jnp.finfo(dtype).eps * jnp.abs(current)
+            # The largest step that does not increase the loss (the smallest otherwise).
+            pick = jnp.where(jnp.any(ok), jnp.argmax(ok), HALVINGS - 1)
+            new = trials[pick]
+            done = finite & (jnp.max(jnp.abs(delta)) <= tol * (1 + jnp.max(jnp.abs(theta))))
+            return new, done, ~finite, it + 1, ridge
 
-    def cond(carry):
-        _, done, it = carry
-        return ~done & (it < MAX_ITER)
+        def cond(carry):
+            _, done, failed, it, _ = carry
+            return ~done & ~failed & (it < max_iter)
+
+        return cond, step
 
     prior = jax.lax.stop_gradient(prior)
-    init = vary_like((prior, jnp.asarray(False), jnp.int32(0)), loss(fixed, prior[None, :]))
-    theta, done, _ = jax.lax.while_loop(cond, step, init)
-    grad, info = hessian(data, theta)
-    newton = jnp.linalg.solve(info, grad)
-    newton = jnp.where(jnp.isfinite(newton), newton, 0)  # no weight: no information
-    theta = theta - (newton - jax.lax.stop_gradient(newton))
+    start = loss(fixed, prior[None, :], RIDGE)
+    no = jnp.asarray(False)
+    # the ridge factor is carried as data (both phases run the same loop body)
+    init = vary_like((prior, no, no, jnp.int32(0), jnp.asarray(RIDGE, dtype)), start)
+    ridged, done, _, _, _ = jax.lax.while_loop(*newton(MAX_ITER), init)
+    init = vary_like((ridged, no, no, jnp.int32(0), jnp.zeros((), dtype)), start)
+    mle, mle_done, _, _, _ = jax.lax.while_loop(*newton(POLISH_ITER), init)
+    use_mle = mle_done & jnp.all(jnp.isfinite(mle))
+    theta = jnp.where(use_mle, mle, ridged)
+    ridge = jnp.where(use_mle, 0.0, RIDGE).astype(dtype)
+    grad, info = hessian(data, theta, ridge)
+    newton_step = jnp.linalg.solve(info, grad)
+    newton_step = jnp.where(jnp.isfinite(newton_step), newton_step, 0)  # no information
+    theta = theta - (newton_step - jax.lax.stop_gradient(newton_step))
     # The covariance is the inverse of the Fisher information without the ridge (as
     # statsmodels'), regularised only at round-off level so that a singular information
     # (one distinct score) still gives a finite, huge variance.
-    _, info = hessian(data, theta)
-    info = info - RIDGE * jnp.sum(w) * jnp.eye(d, dtype=dtype)
+    _, info = hessian(data, theta, 0.0)
     jitter = jnp.finfo(dtype).eps * jnp.trace(info) + jnp.finfo(dtype).tiny
-    return theta, jnp.linalg.inv(info + jitter * jnp.eye(d, dtype=dtype)), done
+    return theta, jnp.linalg.inv(info + jitter * jnp.eye(d, dtype=dtype)), use_mle | done
 
 
 def _wald(estimate, variance, z, exponent):
@@ -279,11 +311,15 @@ def calibration_slope_intercept(
     not depend on their scale, the standard errors shrink as ``1 / sqrt(scale)`` (finite
     from 1e-37 to 1e37 in float32; below float32's smallest normal they read 0).
 
-    Degenerate data have a documented finite answer: a ridge of ``RIDGE`` (1e-8) per unit
-    weight toward the calibrated values (a, b) = (0, 1) makes the estimate exist when the
-    likelihood has no maximiser (separable data, a single class, a single distinct score),
-    so the estimates and intervals there are finite (large, and wide); elsewhere it moves
-    them by ~1e-8 relative. ``converged`` reports the Newton stopping test.
+    Wherever the maximum-likelihood estimate exists it is the answer (to round-off:
+    Newton runs until its step is below sqrt(eps) relative, so the estimate is within
+    ~eps of the optimum; statsmodels' ``Logit`` reaches the same). Degenerate data have a
+    documented finite answer: where the likelihood has no maximiser (separable data, a
+    single class, a single distinct score), a ridge of ``RIDGE`` (1e-8) per unit weight
+    toward the calibrated values (a, b) = (0, 1) makes the estimate exist, so the
+    estimates and intervals there are finite (large, and wide). Every Newton step is
+    capped (``MAX_STEP`` log-odds) and line-searched, so no fit diverges. ``converged``
+    reports the Newton stopping test.
 
     Args:
       probs: ``(N,)`` positive-class probabilities, or ``(N, K)`` rows on the simplex
