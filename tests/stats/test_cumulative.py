@@ -436,3 +436,37 @@ def test_weighted_path_is_the_former_search_and_scatter_float_for_float(n):
     ends = np.asarray(path.is_end)
     np.testing.assert_array_equal(np.asarray(path.total)[ends], np.asarray(total)[ends])
     np.testing.assert_array_equal(path.variance, variance)
+
+
+def test_log_p_value_where_the_p_value_underflows():
+    """N3: a p-value below the smallest float is never 0: ``p_value`` holds the smallest
+    normal float, ``log_p_value`` the exact value, and the repr prints it."""
+    rng = np.random.default_rng(0)
+    s = rng.random(5000).astype(np.float32)
+    y = (rng.random(5000) < s**4).astype(np.int32)
+    tests = jaxcal.calibration_tests(s, y)
+    tiny = np.finfo(np.float32).tiny
+    with x64():
+        ks = float(stats.log_brownian_max_sf(np.float64(tests.ks.statistic)))
+        kuiper = float(stats.log_brownian_range_sf(np.float64(tests.kuiper.statistic)))
+    assert_close(tests.ks.log_p_value, ks, rtol=1e-5)
+    assert_close(tests.kuiper.log_p_value, kuiper, rtol=1e-5)
+    for t in (tests.ks, tests.kuiper):
+        assert float(t.p_value) == tiny and float(t.log_p_value) < -1000
+    r = repr(tests.ks)
+    mantissa, exponent = r.split("p_value=")[1].split(",")[0].split("e")
+    assert int(exponent) == int(np.floor(ks / np.log(10))), r
+    assert abs(float(mantissa) - 10 ** (ks / np.log(10) - int(exponent))) < 0.01, r
+    z = tests.spiegelhalter
+    assert_close(z.log_p_value, np.log(2) + sps.norm.logsf(abs(float(z.statistic))), rtol=1e-5)
+    # a p-value that does not underflow: log_p_value = log(p_value); repr prints p itself
+    small = jaxcal.ks_test(s[:100], y[:100])
+    assert_close(small.log_p_value, np.log(float(small.p_value)), rtol=1e-5)
+    assert f"p_value={float(small.p_value):.4g}" in repr(small)
+    # infinite statistic: p = 0 exactly and log p = -inf (impossible under the model)
+    clash = jaxcal.calibration_tests(np.array([0.0, 1.0, 0.0]), np.array([1, 1, 0]))
+    assert float(clash.ks.p_value) == 0 and float(clash.ks.log_p_value) == -np.inf
+    # batched (vmap) and traced results keep a working repr
+    both = jax.vmap(jaxcal.ks_test)(jnp.stack([s[:50], s[50:100]]), jnp.stack([y[:50], y[50:100]]))
+    assert both.log_p_value.shape == (2,) and repr(both).startswith("TestResult(statistic=[")
+    jax.jit(lambda a, b: print(jaxcal.ks_test(a, b)) or 0)(s[:10], y[:10])

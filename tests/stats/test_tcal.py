@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 import jaxcal
-from jaxcal.stats._binned.tcal import n_scales, tcal_dpe
+from jaxcal.stats._binned.tcal import default_resamples, n_scales, tcal_dpe
 from tests import reference_binned as ref
 from tests.helpers import assert_close, x64
 
@@ -25,7 +25,10 @@ def test_dpe_is_the_references_plugin_ece():
             assert_close(
                 tcal_dpe(z, y, n_bins=2**b), ref.plugin_ece(z, y, 2**b), rtol=1e-9, atol=1e-16
             )
-        res = jaxcal.stats.tcal_test(z, y, key=jax.random.key(0), n_resamples=20)
+        with pytest.warns(UserWarning, match="cannot reject at alpha = 0.05"):
+            res = jaxcal.stats.tcal_test(z, y, key=jax.random.key(0), n_resamples=20)
+        assert not bool(res.reaches_alpha)
+        assert_close(res.p_floor, len(res.scales) / 21)
         want = [ref.plugin_ece(z, y, 2**b) for b in range(1, ref.tcal_scales(303) + 1)]
         assert_close(res.statistic, want, rtol=1e-9, atol=1e-16)
 
@@ -34,7 +37,11 @@ def test_scales_are_the_references():
     for n in (2, 3, 10, 500, 10**4, 10**6):
         assert n_scales(n) == ref.tcal_scales(n)
     res = jaxcal.stats.tcal_test(
-        np.linspace(0.1, 0.9, 50), np.arange(50) % 2, key=jax.random.key(0), n_resamples=10
+        np.linspace(0.1, 0.9, 50),
+        np.arange(50) % 2,
+        key=jax.random.key(0),
+        n_resamples=10,
+        alpha=0.99,
     )
     assert res.scales.tolist() == list(range(1, ref.tcal_scales(50) + 1))
 
@@ -68,13 +75,32 @@ def test_batch_size_does_not_change_the_result_and_bad_options():
     rng = np.random.default_rng(2)
     z = rng.random(64).astype(np.float32)
     y = (rng.random(64) < z).astype(int)
-    a = jaxcal.stats.tcal_test(z, y, key=jax.random.key(0), n_resamples=50)
-    b = jaxcal.stats.tcal_test(z, y, key=jax.random.key(0), n_resamples=50, batch_size=7)
+    a = jaxcal.stats.tcal_test(z, y, key=jax.random.key(0), n_resamples=50, alpha=0.5)
+    b = jaxcal.stats.tcal_test(z, y, key=jax.random.key(0), n_resamples=50, batch_size=7, alpha=0.5)
     assert_close(a.p_values, b.p_values)
     with pytest.raises(ValueError, match="`key`"):
         jaxcal.stats.tcal_test(z, y, key=0)
     with pytest.raises(ValueError, match="at least 2 samples"):
         jaxcal.stats.tcal_test(z[:1], y[:1], key=jax.random.key(0))
+    for bad in (0, 1, 1.5, True, "0.05"):
+        with pytest.raises(ValueError, match="`alpha`"):
+            jaxcal.stats.tcal_test(z, y, key=jax.random.key(0), alpha=bad)
+
+
+def test_default_resamples_let_p_reach_alpha():
+    """Q4: with R = 200 and n = 200 (B = 12) p >= 12/201 = 0.0597 whatever the data; the
+    default R comes from B and alpha, and rejects the strong miscalibration Y ~ Bern(Z^2)."""
+    rng = np.random.default_rng(32)
+    p = rng.random(200).astype(np.float32)
+    y = (rng.random(200) < p**2).astype(np.int32)
+    with pytest.warns(UserWarning, match="n_resamples >= 240"):
+        low = jaxcal.stats.tcal_test(p, y, key=jax.random.key(0), n_resamples=200)
+    assert float(low.p_value) >= 12 / 201 - 1e-7 and not bool(low.reaches_alpha)
+    res = jaxcal.stats.tcal_test(p, y, key=jax.random.key(0))
+    assert bool(res.reaches_alpha) and float(res.p_floor) <= 0.005
+    assert float(res.p_value) < 0.05
+    assert default_resamples(12, 0.05) == 3000 and default_resamples(12, 0.01) == 11999
+    assert default_resamples(29, 0.05) == 5799
 
 
 REPS = 200

@@ -11,6 +11,7 @@ sums of every scale are segment sums over the scores sorted once.
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -42,6 +43,29 @@ def n_scales(n: int) -> int:
     return int(2 * np.log2(n / np.sqrt(np.log(n))))
 
 
+#: The reference's ``MC_trials``: the default R's floor.
+REFERENCE_RESAMPLES = 3000
+
+#: The default R puts the Bonferroni floor ``B / (R + 1)`` at ``alpha / FLOOR_MARGIN`` or
+#: below, so that a scale's p-value has room under ``alpha / B`` (a floor at alpha itself
+#: would need every one of the R resamples of some scale below the statistic).
+FLOOR_MARGIN = 10
+
+
+def check_alpha(alpha: Any) -> float:
+    """``alpha``: a real number strictly between 0 and 1 (booleans refused)."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)):
+        raise ValueError(f"`alpha` must be a number in (0, 1), e.g. 0.05; got {alpha!r}.")
+    if not 0 < alpha < 1:
+        raise ValueError(f"`alpha` must lie strictly between 0 and 1, e.g. 0.05; got {alpha}.")
+    return float(alpha)
+
+
+def default_resamples(n_scales_: int, alpha: float) -> int:
+    """The default R: ``max(3000, ceil(10 B / alpha) - 1)``, so ``B / (R + 1) <= alpha / 10``."""
+    return max(REFERENCE_RESAMPLES, int(np.ceil(FLOOR_MARGIN * n_scales_ / alpha)) - 1)
+
+
 class TCalResult(NamedTuple):
     """Result of :func:`~jaxcal.stats.tcal_test`.
 
@@ -51,12 +75,19 @@ class TCalResult(NamedTuple):
       p_values: ``(B,)`` each scale's consistency-resampling p-value
         ``(1 + #{null_b >= statistic_b}) / (1 + R)``.
       scales: ``(B,)`` int32 b: scale b has ``2**b`` bins.
+      p_floor: 0-d, ``min(1, B / (R + 1))``: the smallest p-value the test can return
+        (Bonferroni over B scales of R resamples each).
+      reaches_alpha: 0-d bool, ``p_floor <= alpha``: False is the warning that the test
+        cannot reject at the ``alpha`` asked for, whatever the data (raise
+        ``n_resamples`` to at least ``B / alpha``, or leave it None).
     """
 
     statistic: jax.Array
     p_value: jax.Array
     p_values: jax.Array
     scales: jax.Array
+    p_floor: jax.Array
+    reaches_alpha: jax.Array
 
 
 def _dpe(zs, c, su, su2, scales):
@@ -100,8 +131,13 @@ def tcal_dpe(probs: Any, labels: Any, *, n_bins: int, weights: Any = None) -> ja
     return _dpe(z[order], w[order], (w * u)[order], (w * u * u)[order], (b,))[0]
 
 
-@partial(jax.jit, static_argnames=("n_resamples", "n_batches", "batch", "scales", "multiclass"))
-def _tcal_kernel(probs, labels, weights, key, n_resamples, n_batches, batch, scales, multiclass):
+@partial(
+    jax.jit,
+    static_argnames=("n_resamples", "n_batches", "batch", "scales", "multiclass", "alpha"),
+)
+def _tcal_kernel(
+    probs, labels, weights, key, n_resamples, n_batches, batch, scales, multiclass, alpha
+):
     probs, labels, rows, summary = kernel_inputs(probs, labels, weights)
     scores, targets, pred = scores_and_targets(probs, labels, rows=rows)
     z = upcast(scores)
@@ -139,7 +175,15 @@ def _tcal_kernel(probs, labels, weights, key, n_resamples, n_batches, batch, sca
     null = map_batches(batch_fn, seeds, n_batches, batch)  # (R, B)
     p_values = jax.vmap(tail_p_value, in_axes=(1, 0))(null, statistic)
     combined = jnp.minimum(len(scales) * jnp.min(p_values), 1)
-    result = TCalResult(statistic, combined, p_values, jnp.asarray(scales, jnp.int32))
+    floor = jnp.asarray(min(1.0, len(scales) / (n_resamples + 1)), combined.dtype)
+    result = TCalResult(
+        statistic,
+        combined,
+        p_values,
+        jnp.asarray(scales, jnp.int32),
+        floor,
+        jnp.asarray(len(scales) / (n_resamples + 1) <= alpha),
+    )
     return result, summary
 
 
@@ -148,7 +192,8 @@ def tcal_test(
     labels: Any,
     *,
     key: Any,
-    n_resamples: int = 3000,
+    n_resamples: int | None = None,
+    alpha: float = 0.05,
     batch_size: int | None = None,
     weights: Any = None,
 ) -> TCalResult:
@@ -177,17 +222,29 @@ def tcal_test(
     the paper's Theorem). O(R B N) after one sort; the R resamples run vmapped in
     batches.
 
+    **The number of resamples.** Bonferroni floors the p-value at ``B / (R + 1)``: with
+    R = 200 and n = 200 (B = 12) every p-value is at least 12/201 = 0.0597, and the test
+    cannot reject at alpha = 0.05 however miscalibrated the model (its power against
+    ``Y ~ Bernoulli(Z^2)`` was 0 there, 1 with R = 1000). So the default R is chosen from
+    B and the ``alpha`` you name: ``max(3000, ceil(10 B / alpha) - 1)`` (the reference's
+    3000, or more so that the floor is at most alpha / 10). An R you pass is used as
+    given; when its floor exceeds ``alpha`` the result says so (``reaches_alpha`` False,
+    ``p_floor`` the floor) and an eager call warns (``UserWarning``).
+
     Args:
       probs: ``(N,)`` positive-class probabilities or ``(N, K)`` rows, N >= 2.
       labels: ``(N,)`` int labels.
       key: a JAX PRNG key.
-      n_resamples: R >= 2 (the reference's ``MC_trials = 3000``).
+      n_resamples: R >= 2; None (default): ``max(3000, ceil(10 B / alpha) - 1)``
+        (the reference's ``MC_trials = 3000`` at least).
+      alpha: the level the test is meant for, in (0, 1): it sets the default R and
+        ``reaches_alpha``; the p-value itself does not depend on it.
       batch_size: resamples per batch (default about 2**20 / N).
       weights: optional ``(N,)`` frequency weights, kept with their samples when the
         predictions are resampled (as ``consistency_test``).
 
     Returns:
-      ``TCalResult(statistic, p_value, p_values, scales)``.
+      ``TCalResult(statistic, p_value, p_values, scales, p_floor, reaches_alpha)``.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -196,13 +253,19 @@ def tcal_test(
       >>> res = tcal_test(p, y, key=jax.random.key(0), n_resamples=200)
       >>> res.scales.tolist(), bool(0 < res.p_value <= 1)
       ([1, 2, 3, 4, 5, 6, 7, 8], True)
+      >>> round(float(res.p_floor), 4), bool(res.reaches_alpha)  # 8 / 201 <= 0.05
+      (0.0398, True)
+      >>> tcal_test(p, y, key=jax.random.key(0)).p_floor.item() <= 0.005  # default R
+      True
 
     References:
       Lee, Huang, Hassani & Dobriban (2023), "T-Cal: An optimal test for the calibration
       of predictive models", JMLR; code ``dh7401/T-Cal`` (``utils.py``: ``plugin_ece``,
       ``adaptive_T_Cal``).
     """
-    n_resamples = check_n_resamples(n_resamples)
+    alpha = check_alpha(alpha)
+    if n_resamples is not None:
+        n_resamples = check_n_resamples(n_resamples)
     batch_size = check_batch_size(batch_size)
     probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
     key = check_key(key)
@@ -210,6 +273,17 @@ def tcal_test(
     if n < 2:
         raise ValueError(f"`probs` must hold at least 2 samples for T-Cal; got {n}.")
     scales = tuple(range(1, max(1, n_scales(n)) + 1))
+    b = len(scales)
+    if n_resamples is None:
+        n_resamples = default_resamples(b, alpha)
+    elif b / (n_resamples + 1) > alpha:
+        warnings.warn(
+            f"tcal_test cannot reject at alpha = {alpha}: with B = {b} scales and "
+            f"n_resamples = {n_resamples} every p-value is at least B / (R + 1) = "
+            f"{b / (n_resamples + 1):.4g}. Use n_resamples >= {int(np.ceil(b / alpha))} "
+            "(or None for the default).",
+            stacklevel=2,
+        )
     n_batches, batch = batch_plan(n_resamples, batch_size, n, _AUTO_PAIRS)
     kernel = partial(
         _tcal_kernel,
@@ -219,6 +293,7 @@ def tcal_test(
         batch=batch,
         scales=scales,
         multiclass=probs.ndim == 2,
+        alpha=alpha,
     )
-    signature = (_tcal_kernel, (n_resamples, n_batches, batch, scales))
+    signature = (_tcal_kernel, (n_resamples, n_batches, batch, scales, alpha))
     return run_validated(kernel, probs, labels, weights, signature=signature)

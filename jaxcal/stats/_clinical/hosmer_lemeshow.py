@@ -27,7 +27,7 @@ from jaxcal._core.checks import (
 from jaxcal._core.confidence import scores_and_targets
 from jaxcal._core.numerics import compute_dtype, normalize_weights, safe_divide, times_pow2
 from jaxcal._core.validity import mask_padding
-from jaxcal.stats._result import TestResult
+from jaxcal.stats._result import TestResult, make_result
 
 #: Terms of the continued fraction of the upper incomplete gamma function: for x > a + 1
 #: it converges to working precision in well under this many (Numerical Recipes, 6.2).
@@ -139,8 +139,8 @@ def _hl_kernel(probs, labels, weights, n_groups):
     df = jnp.maximum(groups - 2, 1).astype(dtype)
     stat = times_pow2(jnp.sum(terms), jnp.asarray(exponent, jnp.int32))
     log_p = _log_chi2_sf(stat, df)
-    p = jnp.maximum(jnp.exp(log_p), jnp.finfo(dtype).tiny)
-    return TestResult(stat, jnp.where(jnp.isinf(stat), jnp.zeros((), dtype), p))
+    log_p = jnp.where(jnp.isinf(stat), jnp.asarray(-jnp.inf, dtype), log_p)
+    return make_result(stat, jnp.exp(log_p), log_p)
 
 
 def hosmer_lemeshow_test(

@@ -12,13 +12,13 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import ndtr
+from jax.scipy.special import log_ndtr, ndtr
 
 from jaxcal._core.confidence import scores_and_targets
 from jaxcal._core.numerics import compute_dtype, scale_free
 from jaxcal._core.validity import kernel_inputs
-from jaxcal.stats._paths.brownian import max_sf, range_sf
-from jaxcal.stats._result import TestResult
+from jaxcal.stats._paths.brownian import log_max_sf, log_range_sf, max_sf, range_sf
+from jaxcal.stats._result import TestResult, make_result
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 
@@ -64,13 +64,13 @@ def ratio(num: jax.Array, variance: jax.Array) -> jax.Array:
 def ks_result(top, bottom, variance) -> TestResult:
     """Kolmogorov-Smirnov statistic ``max(top, -bottom) / sqrt(V)`` and its p-value."""
     stat = ratio(jnp.maximum(top, -bottom), variance)
-    return TestResult(stat, max_sf(stat))
+    return make_result(stat, max_sf(stat), log_max_sf(stat))
 
 
 def kuiper_result(top, bottom, variance) -> TestResult:
     """Kuiper statistic ``(top - bottom) / sqrt(V)`` and its p-value."""
     stat = ratio(top - bottom, variance)
-    return TestResult(stat, range_sf(stat))
+    return make_result(stat, range_sf(stat), log_range_sf(stat))
 
 
 def spiegelhalter_terms(s, y, w):
@@ -87,9 +87,10 @@ def spiegelhalter_result(sum_e, sum_v, alternative) -> TestResult:
     """Spiegelhalter's Z and p-value from the summed terms (elementwise, any shape)."""
     z = ratio(sum_e, sum_v)
     if alternative == "greater":
-        p = ndtr(-z)
+        p, log_p = ndtr(-z), log_ndtr(-z)
     elif alternative == "less":
-        p = ndtr(z)
+        p, log_p = ndtr(z), log_ndtr(z)
     else:
         p = jnp.minimum(2 * ndtr(-jnp.abs(z)), 1)
-    return TestResult(z, p)
+        log_p = jnp.minimum(jnp.log(2.0) + log_ndtr(-jnp.abs(z)), 0)
+    return make_result(z, p, log_p)

@@ -32,8 +32,7 @@ from jaxcal._core.checks import check_probs_labels, values_checkable
 from jaxcal._core.numerics import safe_divide
 from jaxcal._core.sort import sort_by_first
 from jaxcal._core.validity import run_validated
-from jaxcal.stats._paths.brownian import max_sf, range_sf
-from jaxcal.stats._paths.pvalues import ratio, scores_targets
+from jaxcal.stats._paths.pvalues import ks_result, kuiper_result, scores_targets
 from jaxcal.stats._result import TestResult
 
 
@@ -101,12 +100,9 @@ def _kernel(scores, labels, weights, member):
     top = jnp.maximum(jnp.max(path), 0)
     bottom = jnp.minimum(jnp.min(path), 0)
     variance = jnp.sum(sub_w2 * rt * (1 - rt)) * inv * inv
-    ks = ratio(jnp.maximum(top, -bottom), variance)
-    kuiper = ratio(top - bottom, variance)
     sigma = jnp.sqrt(jnp.maximum(variance, 0))
-    result = SubpopulationTest(
-        TestResult(ks, max_sf(ks)), TestResult(kuiper, range_sf(kuiper)), sigma
-    )
+    ks, kuiper = ks_result(top, bottom, variance), kuiper_result(top, bottom, variance)
+    result = SubpopulationTest(ks, kuiper, sigma)
     return result, summary
 
 
