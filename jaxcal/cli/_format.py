@@ -8,6 +8,7 @@ figure (``--plot``, matplotlib imported only then) from the models' predictions.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import jaxcal
@@ -60,6 +61,15 @@ def print_report(models: list[Model], results: list[dict], settings: dict, out) 
             f"from {model.inputs}",
             file=out,
         )
+    verdicts = [r["verdict"]["text"] for r in results if r.get("verdict")]
+    if verdicts:
+        print("\nVerdict (the rule: docs/guides/report.md, 'The verdict')", file=out)
+        for line in verdicts:
+            wrapped = textwrap.fill(
+                line, width=92, initial_indent="  ", subsequent_indent="    ",
+                break_on_hyphens=False,
+            )  # fmt: skip
+            print(wrapped, file=out)
     n_bins, resamples = settings["n_bins"], settings["resamples"]
     pct = round(100 * settings["confidence"])
     print(
@@ -234,6 +244,7 @@ def report_json(models: list[Model], results: list[dict], settings: dict) -> dic
                     "tests": r["tests"],
                     "clinical": r.get("clinical"),
                     "fit": r.get("fit"),
+                    "verdict": r.get("verdict"),
                 }
                 for m, r in zip(models, results, strict=True)
             ],

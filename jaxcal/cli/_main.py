@@ -196,6 +196,7 @@ from jaxcal.cli._progress import Progress
 from jaxcal.cli._report import CONFIDENCE, compute_report, report_calls
 from jaxcal.cli._segments import compute_segments, print_segments, read_column
 from jaxcal.cli._validate import validate
+from jaxcal.cli._verdict import verdict
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -397,6 +398,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     results[-1]["fit"] = compute_fit(
                         model, n_bins=args.bins, n_folds=args.folds, seed=args.seed
                     )
+        for model, result in zip(models, results, strict=True):
+            result["verdict"] = verdict(model, result, args.resamples)
         document = report_json(models, results, settings)
         for entry, result in zip(document["models"], results, strict=True):
             if "segments" in result:
