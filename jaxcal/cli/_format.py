@@ -226,7 +226,7 @@ def _json_safe(x):
 
 
 def report_json(models: list[Model], results: list[dict], settings: dict) -> dict:
-    """The ``--json`` document (schema in ``jaxcal report --help``: ``jaxcal/cli/_main.py``)."""
+    """The ``--json`` document (schema on ``docs/guides/report.md``, "The JSON schema")."""
     return _json_safe(
         {
             "schema": "jaxcal.report/1",

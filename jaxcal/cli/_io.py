@@ -2,7 +2,7 @@
 
 Every problem with a file is an ``InputError`` naming the file and what was wrong
 (the command prints it on one line and exits with code 2). The formats are described in
-``jaxcal report --help`` (``jaxcal/cli/_main.py``).
+the reference on ``docs/guides/report.md``.
 """
 
 from __future__ import annotations
