@@ -11,6 +11,8 @@ import math
 import textwrap
 from pathlib import Path
 
+import numpy as np
+
 import jaxcal
 from jaxcal.cli._clinical import print_clinical
 from jaxcal.cli._io import InputError, Model
@@ -215,9 +217,16 @@ def _print_fit(models, results, settings, out) -> None:
         _table(rows, out, indent="  ")
 
 
+def _short(x: float) -> float:
+    """A float32 value (most of the report's numbers) as the shortest decimal that reads
+    back to the same float32 (N16: 0.8563, not 0.8562999963760376); other floats as is."""
+    f32 = np.float32(x)
+    return float(str(f32)) if float(f32) == x else x
+
+
 def _json_safe(x):
     if isinstance(x, float):
-        return x if math.isfinite(x) else None
+        return _short(x) if math.isfinite(x) else None
     if isinstance(x, dict):
         return {k: _json_safe(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
