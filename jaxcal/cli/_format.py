@@ -68,7 +68,7 @@ def print_report(models: list[Model], results: list[dict], settings: dict, out) 
         print("\nVerdict (the rule: docs/guides/report.md, 'The verdict')", file=out)
         for line in verdicts:
             wrapped = textwrap.fill(
-                line, width=92, initial_indent="  ", subsequent_indent="    ",
+                line, width=78, initial_indent="  ", subsequent_indent="    ",
                 break_on_hyphens=False,
             )  # fmt: skip
             print(wrapped, file=out)
