@@ -26,6 +26,9 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
+    # MathJax served from the built site (_static/mathjax), not a CDN: the API pages'
+    # formulas render offline (the docs extra installs it).
+    "sphinx-mathjax-offline",
     "sphinx.ext.viewcode",
     "myst_nb",
     "jaxcal_refs",
@@ -81,7 +84,12 @@ html_theme_options = {
     "show_toc_level": 2,
     "navigation_with_keys": False,
 }
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["jaxcal.css"]  # long code lines wrap (docs/_static/jaxcal.css)
+
+# Smart quotes, but no smart dashes: "--demo" outside a code span stays two hyphens (it
+# became an en dash, "–demo", on the benchmarks page: a flag that fails when copied).
+smartquotes_action = "qe"
 
 # Notebooks with four CPU devices (psum) can be slow on a loaded machine: XLA:CPU aborts a
 # collective whose participants take more than 40 s to arrive; a slow machine is not a

@@ -62,8 +62,17 @@ def check_schema(doc, *, fit):
     for model in doc["models"]:
         assert set(model) - {"harness"} == {
             "name", "source", "n", "num_classes", "binary", "inputs", "metrics", "tests", "fit",
-            "clinical",
+            "clinical", "verdict",
         }  # fmt: skip
+        v = model["verdict"]
+        assert set(v) == {
+            "reads", "miscalibrated", "alpha", "ece", "consistency_p_value",
+            "consistency_log10_p_value", "mean_confidence", "accuracy", "confidence_gap",
+            "confidence_gap_se", "advice", "text",
+        }  # fmt: skip
+        assert v["text"].startswith(f"{model['name']}: {v['reads']}: ECE ")
+        assert v["ece"] == model["metrics"]["ece"]
+        assert v["consistency_p_value"] == model["tests"]["ece_consistency"]["p_value"]
         assert model["inputs"] in ("probs", "logits")
         with_interval = {"accuracy", "ece", "ece_quantile", "ece_l2_debiased", "brier", "log_loss"}
         with_interval |= {

@@ -2,7 +2,7 @@
 
 ``main`` is the console script's entry point (``jaxcal = "jaxcal.cli:main"``); ``python
 -m jaxcal.cli`` runs it too. Its documentation (input formats, options, the ``--json``
-schema) is ``jaxcal report --help``, the docstring of ``jaxcal/cli/_main.py``.
+schema) is the reference on ``docs/guides/report.md``; ``jaxcal report --help`` lists the options.
 
 Modules, from the bottom: ``_io`` reads the files, ``_report`` computes a model's
 metrics, intervals and tests in one jit, ``_fit`` cross-fits the calibrators, ``_format``

@@ -8,6 +8,7 @@ unwritable ``--json`` / ``--plot`` destination costs no computation and prints o
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import tempfile
 from pathlib import Path
 
@@ -82,3 +83,8 @@ def check_args(args: argparse.Namespace) -> None:
         check_destination(Path(args.json), "--json")
     if args.plot is not None:
         check_destination(args.plot, "--plot")
+        if importlib.util.find_spec("matplotlib") is None:  # N1: before, not after, the report
+            raise InputError(
+                '--plot needs matplotlib, which is not installed: pip install "jaxcal[plot]" '
+                "(or run without --plot)."
+            )

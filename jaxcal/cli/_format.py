@@ -8,7 +8,10 @@ figure (``--plot``, matplotlib imported only then) from the models' predictions.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
+
+import numpy as np
 
 import jaxcal
 from jaxcal.cli._clinical import print_clinical
@@ -60,6 +63,15 @@ def print_report(models: list[Model], results: list[dict], settings: dict, out) 
             f"from {model.inputs}",
             file=out,
         )
+    verdicts = [r["verdict"]["text"] for r in results if r.get("verdict")]
+    if verdicts:
+        print("\nVerdict (the rule: docs/guides/report.md, 'The verdict')", file=out)
+        for line in verdicts:
+            wrapped = textwrap.fill(
+                line, width=78, initial_indent="  ", subsequent_indent="    ",
+                break_on_hyphens=False,
+            )  # fmt: skip
+            print(wrapped, file=out)
     n_bins, resamples = settings["n_bins"], settings["resamples"]
     pct = round(100 * settings["confidence"])
     print(
@@ -205,9 +217,16 @@ def _print_fit(models, results, settings, out) -> None:
         _table(rows, out, indent="  ")
 
 
+def _short(x: float) -> float:
+    """A float32 value (most of the report's numbers) as the shortest decimal that reads
+    back to the same float32 (N16: 0.8563, not 0.8562999963760376); other floats as is."""
+    f32 = np.float32(x)
+    return float(str(f32)) if float(f32) == x else x
+
+
 def _json_safe(x):
     if isinstance(x, float):
-        return x if math.isfinite(x) else None
+        return _short(x) if math.isfinite(x) else None
     if isinstance(x, dict):
         return {k: _json_safe(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
@@ -216,7 +235,7 @@ def _json_safe(x):
 
 
 def report_json(models: list[Model], results: list[dict], settings: dict) -> dict:
-    """The ``--json`` document (schema in ``jaxcal report --help``: ``jaxcal/cli/_main.py``)."""
+    """The ``--json`` document (schema on ``docs/guides/report.md``, "The JSON schema")."""
     return _json_safe(
         {
             "schema": "jaxcal.report/1",
@@ -234,6 +253,7 @@ def report_json(models: list[Model], results: list[dict], settings: dict) -> dic
                     "tests": r["tests"],
                     "clinical": r.get("clinical"),
                     "fit": r.get("fit"),
+                    "verdict": r.get("verdict"),
                 }
                 for m, r in zip(models, results, strict=True)
             ],

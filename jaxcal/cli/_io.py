@@ -2,7 +2,7 @@
 
 Every problem with a file is an ``InputError`` naming the file and what was wrong
 (the command prints it on one line and exits with code 2). The formats are described in
-``jaxcal report --help`` (``jaxcal/cli/_main.py``).
+the reference on ``docs/guides/report.md``.
 """
 
 from __future__ import annotations
@@ -158,6 +158,11 @@ def label_column(path: Path, header: list[str], labels_col: str | None) -> str:
     return labels_col
 
 
+#: Header names of an unnamed first column: pandas' default ``to_csv`` index ("" when
+#: written, "Unnamed: 0" after a read_csv / to_csv round trip).
+PANDAS_INDEX_NAMES = ("", "Unnamed: 0")
+
+
 def _check_columns(path: Path, names: list[str], values: np.ndarray, probs: bool) -> None:
     """Name the column and the data row of a non-finite (or, for probabilities, outside
     [0, 1]) value, so that an extra ``id`` column is not reported as a bad probability."""
@@ -198,10 +203,25 @@ def load_csv(
         score_idx = [i for i in range(len(header)) if i != y_idx and header[i] not in exclude]
     if y_idx in score_idx or not score_idx:
         raise InputError(f"{path}: the score columns must be other than the label column.")
+    if not spec and header[0] in PANDAS_INDEX_NAMES and 0 in score_idx:
+        raise InputError(
+            f"{path}: the first column has no name ({header[0]!r}): it looks like the index "
+            "column pandas' DataFrame.to_csv writes by default. Write the file with "
+            "df.to_csv(path, index=False), or name the score columns with --probs COLS."
+        )
     try:
         values = read_columns(path, header, [y_idx, *score_idx])
     except CsvError as err:
-        raise InputError(f"{path}: {err}.") from err
+        hint = ""
+        if f"in column {header[y_idx]!r}" in str(err):
+            col = header[y_idx]
+            hint = (
+                f" Labels must be integers 0..K-1: encode text labels first, e.g. "
+                f"df[{col!r}] = pandas.factorize(df[{col!r}], sort=True)[0] (binary: "
+                f"df[{col!r}] = (df[{col!r}] == POSITIVE).astype(int), the score column "
+                "being the probability of label 1)."
+            )
+        raise InputError(f"{path}: {err}.{hint}") from err
     labels, scores = values[:, 0], values[:, 1:]
     _check_columns(path, [header[y_idx]], values[:, :1], probs=False)
     _check_columns(path, [header[i] for i in score_idx], scores, probs=logits_cols is None)

@@ -1,170 +1,9 @@
-"""The ``jaxcal`` command line: ``jaxcal report FILE`` and ``jaxcal report --demo``.
+"""The jaxcal command line: jaxcal report FILE... and jaxcal report --demo.
 
-``jaxcal report`` reads predictions and labels and prints the whole picture of a model's
-calibration: the binned calibration errors, the Brier score and its decomposition and the
-log loss, each with a bootstrap interval; the CORP decomposition S = MCB - DSC + UNC of the
-Brier and the log score (Dimitriadis, Gneiting & Jordan 2021), with intervals; the Kolmogorov-Smirnov, Kuiper, Spiegelhalter
-and ECE-consistency tests and SKCE's test with their p-values; the selective-prediction
-block (AURC, E-AURC, AUGRC, risk at 80/90/95% coverage, with intervals); with ``--fit``,
-what temperature scaling, top-label Platt scaling and top-label isotonic regression do on
-held-out folds; with ``--plot OUT.png``, the reliability diagram, the cumulative-differences
-plot, the CORP reliability diagram and the risk-coverage curve; with ``--harness``, what LLM
-evaluation harnesses report (HLE's calib_err, HELM's calibration fields, lm-eval's
-temperature-tuned Brier and RMS calibration error; ``jaxcal.presets``).
-
-Input files (the format is decided by the extension):
-
-* ``.npz``: arrays ``probs`` ((N,) positive-class probabilities or (N, K) rows on the
-  simplex) and/or ``logits`` ((N,) log-odds or (N, K)), and ``labels`` ((N,) integers).
-  ``--labels KEY`` names another label key. When the file has only logits, the
-  probabilities are their softmax (sigmoid for (N,)); when it has both, the metrics use
-  ``probs`` and temperature scaling uses ``logits``. ``--probs [KEY]`` or ``--logits
-  [KEY]`` use that one array only (default key ``probs`` or ``logits``). Pickled (object)
-  arrays are refused. Members stored uncompressed (``np.savez``) are memory-mapped, not
-  copied.
-* ``.npy``: one array of scores, with the labels in a second ``.npy`` given by
-  ``--labels LABELS.npy`` (required). The scores are probabilities, or logits with
-  ``--logits`` (no value).
-* ``.csv``: a header row, then one row per sample, numbers only (read by NumPy's parser;
-  UTF-8 with or without the byte-order mark Excel writes; a cell is a plain decimal
-  number, so ``1_0`` is an error, not 10; every value error names the column and row).
-  ``--labels COL`` names the label column (default: the first of ``label``, ``labels``,
-  ``y``, ``target``, ``class`` present); ``--probs COLS`` or ``--logits COLS`` name the
-  score columns, comma-separated, each a name or a glob (``--probs 'p_*'``), in that
-  order; by default every other column holds probabilities. One score column is a binary
-  problem (its values are the positive class's probability or log-odds); K columns are
-  the K classes in the order given.
-
-* ``.parquet`` (or ``.pq``), or a folder of Parquet files: streamed in record batches, in
-  bounded memory, with a progress bar (needs pyarrow: ``pip install "jaxcal[parquet]"``).
-  ``--labels COL`` and ``--probs COLS`` choose the columns as for ``.csv``. The streamed
-  report has the binned metrics, the Brier decomposition, the log loss, the equal-mass
-  ECE and (binary input) the CORP rows from a fine histogram (the smallest multiple of
-  ``--bins`` of at least 4096 buckets: 4110 at the default 15 bins), with Poisson-bootstrap
-  intervals keyed by row number (``--resamples B``; 0 for none); no tests, ``--fit`` or
-  ``--plot`` (they need every score in memory). Large files: ``--resamples 0`` is fastest.
-  SKCE, the selective-prediction block and ``--harness`` need the in-memory report (one
-  footnote line says so).
-
-``--stream`` reports ``.npz`` and ``.npy`` files as Parquet is reported: the memory-mapped
-arrays (``np.savez``, uncompressed, or ``.npy``) are read in batches, so memory is one
-batch plus the states whatever N, where the in-memory report's bootstraps and tests need
-several copies of the data (a 220 MB ``.npz`` of N = 5e6, K = 10 peaks at 3.4 GB). The
-report, its intervals and its JSON are those of Parquet input (``"streamed": true``), with
-the same rows left out; ``--fit``, ``--plot``, ``--by``, ``--renormalize`` and
-``--logits`` are refused, and ``.csv`` files too (parsed whole: convert them). For an
-input of 5e7 values or more the in-memory report suggests ``--stream`` on stderr.
-
-Several FILEs are reported side by side (each with its own labels). ``--demo`` reports
-the two real models shipped in ``jaxcal/data`` and turns ``--fit`` on (``--no-fit`` turns
-it off).
-
-Intervals are percentile bootstrap intervals (:func:`jaxcal.stats.bootstrap_ci`) over
-``--resamples`` resamples of the N samples (default 200, the same resamples for every
-metric, seed ``--seed``; at least 2: the intervals and the ECE consistency test resample,
-so ``--resamples 0`` is for the streamed report only). All metrics, intervals and tests
-of a model are two compiled JAX computations (the SKCE test and the selective block in the
-second, compiled for speed of running), so a second model of the same shape costs no
-compilation.
-
-SKCE (``jaxcal.stats.skce_test``): the unbiased squared kernel calibration error of the
-whole probability vector, Laplacian kernel exp(-|p - p'|_2 / h), h the median pairwise
-distance; its p-value from the asymptotic test (bootstrap of the null, ``--resamples``
-resamples, key ``fold_in(key(seed), 2)``), whose cost is O(N^2 (K + resamples)), while
-N^2 (K + resamples) <= 2.1e10 (N = 10,000 at K = 10 and 200 resamples); beyond, from the
-block z-test (blocks of 2, O(N K)), and a footnote says so.
-
-Selective prediction (``jaxcal.selective``): the confidence is the top-label probability
-(binary: max(p, 1 - p)); AURC in the ``"mean"`` convention (Geifman & El-Yaniv's mean of the
-running error rates), E-AURC against the exact best ranking, AUGRC in Traub et al.'s
-convention, risk at 80/90/95% coverage; tied confidences averaged over their orders;
-intervals as the metrics table's (the same resamples).
-
-``--by COLUMN`` adds calibration within segments: the distinct values of a ``.csv``
-column (any text; with a ``.csv`` it is not a score column) or of an ``.npz`` key split
-the samples; a column of non-integer numbers with more than 20 distinct values (a score,
-an income) is cut into 10 equal-count bins instead. Each segment gets the Kuiper test of
-its cumulative differences (:func:`jaxcal.stats.multicalibration_error`, one sort for
-all); a segment of fewer than 10 rows, or of events too rare for the test's Brownian
-approximation, is excluded (listed, not tested). The table lists the tested segments by
-Holm-adjusted p-value, then the excluded ones, at most ``--max-segments`` rows (default
-20), with the family-wise p-value; the JSON gains a ``"segments"`` entry per model with
-every segment (schema in ``jaxcal/cli/_segments.py``).
-
-Probabilities rounded on export (rows that miss 1 by more than the tolerance) are
-refused; ``--renormalize`` divides each row by its sum first (the metrics'
-``renormalize=True``).
-
-Output: the table on stdout; progress of the long steps on stderr, with their running
-time (``--quiet`` silences it); ``--json OUT`` (``-`` for stdout, instead of the table) writes every number in the
-schema below; ``--plot OUT.png`` (or ``.pdf``, ``.svg``; needs matplotlib) writes the
-figure. Nothing is written to disk unless asked.
-
-JSON schema (``"schema": "jaxcal.report/1"``; revisions only add metric NAMEs, so a reader
-of an earlier revision reads every later one)::
-
-  {"schema": "jaxcal.report/1", "jaxcal_version": str,
-   "settings": {"n_bins": int, "resamples": int, "confidence": 0.95, "seed": int,
-                "interval": "percentile bootstrap", "folds": int or null},
-   "models": [{"name": str, "source": str, "n": int, "num_classes": int,
-               "binary": bool, "inputs": "probs" | "logits",
-               "metrics": {NAME: {"value": float, "low": float or null,
-                                  "high": float or null}},
-               "tests": {NAME: {"statistic": float or null, "p_value": float,
-                                "log10_p_value": float or null}},
-               "clinical": null (multiclass) or {CLINICAL: {"value": float,
-                           "low": float or null, "high": float or null},
-                           "hosmer_lemeshow": {"statistic": float, "p_value": float,
-                                               "log10_p_value": float}},
-               "harness": (with --harness only) {HARNESS: float or null,
-                           "temperature_inputs": "logits" | "log_probs"},
-               "fit": null or {"folds": int, "seed": int,
-                               "temperature_inputs": "logits" | "log_probs",
-                               "results": {CALIBRATOR: {"ece": float, "log_loss": float,
-                                                        "brier": float, "accuracy": float}}}}]}
-
-A streamed (Parquet or ``--stream``) report has ``"interval": "Poisson bootstrap (keyed by row number)"``
-(null with ``--resamples 0``), ``"folds": null``, empty ``"tests"``, ``"fit": null``, and
-adds ``"streamed": true`` and ``"resolution"`` (buckets) to the settings and
-``"ece_quantile_bound"`` (the equal-mass ECE's error bound) to each model.
-
-Metric NAMEs: ``accuracy``, ``ece``, ``ece_quantile``, ``ece_l2_debiased``, ``mce``,
-``classwise_ece`` and ``top_label_ece`` (multiclass only), ``brier``, ``log_loss``, and the
-CORP decomposition ``corp_brier``, ``corp_brier_miscalibration``,
-``corp_brier_discrimination``, ``corp_brier_uncertainty`` and the same four ``corp_log*``
-(the positive class, or the top-label confidence for multiclass; since the CORP revision
-of the schema) (with intervals); ``brier_reliability``, ``brier_resolution``, ``brier_uncertainty``,
-``brier_within_bin_variance``, ``brier_within_bin_covariance``, and ``positive_rate``
-(binary only) without; the selective block ``aurc``, ``e_aurc``, ``augrc``,
-``risk_at_coverage_80``, ``risk_at_coverage_90``, ``risk_at_coverage_95`` (with intervals).
-Test NAMEs: ``ks``, ``kuiper``, ``spiegelhalter`` (two-sided), ``ece_consistency``, and
-``skce``, whose entry adds ``"estimate"`` (the unbiased SKCE, printed in the table),
-``"bandwidth"`` and ``"method"`` (``"asymptotic"`` or ``"block"``; the statistic is the
-asymptotic test's n/(n-1) SKCE_u - SKCE_b, or the block test's z). HARNESS:
-``hle_calibration_error``; HELM's ``ece_10_bin``, ``ece_1_bin``, ``selective_cov_acc_area``,
-``selective_acc@10``, ``platt_coef``, ``platt_intercept``, ``platt_ece_10_bin``,
-``platt_ece_1_bin``; the temperature-tuned ``temperature``, ``brier``,
-``rms_calibration_error``, ``log_loss`` (null where N < 100). CALIBRATORs: ``uncalibrated``, ``temperature_scaling``,
-``venn_abers``, and ``top_label_platt``, ``top_label_isotonic`` (multiclass) or ``platt``,
-``isotonic``, ``centred_isotonic`` (binary). CLINICAL (binary models): ``slope``,
-``intercept``, ``citl`` (with 95% Wald intervals), ``ici``, ``e50``, ``e90``, ``emax``
-(loess). Non-finite numbers are written as null (an infinite statistic when sigma = 0,
-log10 of a p-value of 0). Binary ``accuracy`` predicts the positive class when p > 1/2.
-
-Compilation cache: almost all of a first run is compiling the report's kernels. The
-compiled executables are kept in ``kernels/`` of ``$JAXCAL_CACHE_DIR``, else
-``$XDG_CACHE_HOME/jaxcal``, else ``~/.cache/jaxcal``, and later runs load them without
-tracing or compiling (not the streamed report's, nor a kernel with a host callback:
-in-memory inputs of 1024 rows or more compile the report in each run). Entries are keyed
-by the program, the versions and the machine; deleting the folder is always safe.
-``--no-cache``, ``JAXCAL_NO_COMPILATION_CACHE=1`` or ``JAXCAL_KERNEL_STORE=0`` turn it off.
-
-Errors in the input (missing keys, wrong shapes, pickles, non-numeric CSV cells, NaN,
-labels out of range, ...) and arguments out of range (``--bins`` in [1, 10**6],
-``--resamples`` in [2, 10**6] (streamed: 0 or [2, 10**6]), ``--folds`` in [2, 10**4],
-``--seed`` in [0, 2**63), ``--max-segments`` in [1, 10**6]) or
-destinations that cannot be written are one line on stderr and exit code 2, never a
-traceback, found before any computation.
+This module parses the arguments and runs the report; ``jaxcal report --help`` is built
+from ``DESCRIPTION``, the options' help and ``EPILOG`` (plain text, the options first).
+The reference (every input format in full, every row of the table, the verdict's rule,
+the ``--json`` schema) is the report's docs page, ``docs/guides/report.md``.
 """
 
 from __future__ import annotations
@@ -173,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -196,15 +36,56 @@ from jaxcal.cli._progress import Progress
 from jaxcal.cli._report import CONFIDENCE, compute_report, report_calls
 from jaxcal.cli._segments import compute_segments, print_segments, read_column
 from jaxcal.cli._validate import validate
+from jaxcal.cli._verdict import verdict
+
+DESCRIPTION = textwrap.fill(
+    "Print the calibration report of predictions and labels: a verdict line per model "
+    "(miscalibrated or not, which way, what to do), the calibration errors, Brier score and "
+    "log loss with bootstrap intervals, the tests of calibration (KS, Kuiper, Spiegelhalter, "
+    "ECE consistency, SKCE), the selective-prediction block (AURC, E-AURC, AUGRC, risk at "
+    "80/90/95% coverage) and, for binary models, the clinical block.",
+    width=88,
+)
+
+EPILOG = """\
+input files (the format is decided by the extension):
+  .npz      arrays probs ((N,) positive-class probabilities or (N, K) rows) and/or
+            logits, and labels ((N,) integers); --labels KEY names another label key
+  .npy      one array of scores; the labels in a second file: --labels LABELS.npy
+            (add --logits when the scores are logits)
+  .csv      a header row, then numbers; the label column is the first of label,
+            labels, y, target, class (or --labels COL); every other column holds the
+            probabilities (or --probs 'p_*'); one score column is a binary problem
+  .parquet  or a folder of Parquet files: streamed in bounded memory, no tests, --fit
+            or --plot (pip install "jaxcal[parquet]")
+
+examples:
+  jaxcal report --demo
+  jaxcal report preds.npz --fit --json report.json
+  jaxcal report preds.npz --plot report.png      (needs pip install "jaxcal[plot]")
+  jaxcal report preds.csv --labels y --probs 'p_*' --by region
+
+compilation cache: the compiled kernels are kept in kernels/ of $JAXCAL_CACHE_DIR,
+else $XDG_CACHE_HOME/jaxcal, else ~/.cache/jaxcal; deleting it is always safe;
+--no-cache or JAXCAL_NO_COMPILATION_CACHE=1 turn it off.
+
+Errors in the input or the arguments print one line on stderr and exit with code 2,
+before any computation.
+
+reference: every input format in full, what each row and test is, the verdict's rule
+and the --json schema are on the documentation's "jaxcal report" page
+(docs/guides/report.md in the source).
+"""
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jaxcal", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="jaxcal", description=__doc__.splitlines()[0][3:])
     commands = parser.add_subparsers(dest="command", required=True)
     rep = commands.add_parser(
         "report",
         help="print the calibration report of a predictions file",
-        description=__doc__.split("\n\n", 1)[1],
+        description=DESCRIPTION,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rep.add_argument(
@@ -284,7 +165,8 @@ def _parser() -> argparse.ArgumentParser:
         "--plot",
         metavar="OUT.png",
         type=Path,
-        help="write the reliability, cumulative and CORP diagrams (png, pdf, svg)",
+        help="write the reliability, cumulative-differences, CORP and risk-coverage diagrams "
+        '(png, pdf, svg; needs matplotlib: pip install "jaxcal[plot]")',
     )
     rep.add_argument(
         "--stream",
@@ -296,7 +178,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "--no-cache",
         action="store_true",
-        help="do not read or write the compilation cache (see 'Compilation cache' above)",
+        help="do not read or write the compilation cache (see 'compilation cache' below)",
     )
     return parser
 
@@ -397,6 +279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     results[-1]["fit"] = compute_fit(
                         model, n_bins=args.bins, n_folds=args.folds, seed=args.seed
                     )
+        for model, result in zip(models, results, strict=True):
+            result["verdict"] = verdict(model, result, args.resamples)
         document = report_json(models, results, settings)
         for entry, result in zip(document["models"], results, strict=True):
             if "segments" in result:

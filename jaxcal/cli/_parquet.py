@@ -230,11 +230,21 @@ def report_streamed(args: argparse.Namespace) -> int:
     """``jaxcal report`` on Parquet FILEs (files or folders), or on any FILEs with
     ``--stream``: the streamed report."""
     what = "--stream" if args.stream else "Parquet input"
+    # N7: say how to get the in-memory report that has these options.
+    how = (
+        "drop --stream (the in-memory report)"
+        if args.stream
+        else "convert the file to .npz first, e.g. df = pandas.read_parquet(FILE); "
+        "numpy.savez('preds.npz', probs=df[PROB_COLUMNS].to_numpy(), "
+        "labels=df[LABEL_COLUMN].to_numpy()), then jaxcal report preds.npz"
+    )
     if args.fit:
-        raise InputError(f"--fit needs the predictions in memory; it is not available for {what}.")
+        raise InputError(
+            f"--fit needs the predictions in memory; it is not available for {what}: {how}."
+        )
     for option, given in (("--plot", args.plot), ("--by", args.by)):
         if given is not None:
-            raise InputError(f"{option} is not available for {what} (streamed report).")
+            raise InputError(f"{option} is not available for {what} (streamed report): {how}.")
     if args.renormalize:
         raise InputError(f"--renormalize is not available for {what}.")
     sources = [

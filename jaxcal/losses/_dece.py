@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._core.checks import check_positive_int
+from jaxcal._core.docstrings import shared_doc
 from jaxcal._core.numerics import safe_divide, upcast
 from jaxcal.losses._inputs import check_logits_labels, mask_padding_logits
 from jaxcal.metrics._objectives import check_hyperparameter
@@ -83,6 +84,7 @@ def _dece_kernel(logits, labels, weights, bin_temperature, rank_temperature, n_b
     return dece_value(logits, labels, weights, n_bins, bin_temperature, rank_temperature)
 
 
+@shared_doc
 def dece_loss(
     logits: Any,
     labels: Any,
@@ -123,8 +125,7 @@ def dece_loss(
     like the other regularisers, ``ce + lam * dece_loss(logits, labels)``.
 
     Args:
-      logits: ``(N, K)`` logits (K >= 2), or ``(N,)`` binary log-odds.
-      labels: ``(N,)`` int labels in ``[0, K)`` (0/1 for 1-D logits).
+      {{logits_labels}}
       n_bins: number of soft bins M >= 1.
       bin_temperature: ``T_b > 0`` of the soft binning (number or 0-d array, traced).
       rank_temperature: ``T_a > 0`` of the soft rank (number or 0-d array, traced).
@@ -133,8 +134,7 @@ def dece_loss(
     Returns:
       0-d array in ``[0, 1]``. Zero total weight gives 0.
 
-    Validation runs only on concrete inputs; under ``jit``/``vmap``/``grad`` the value
-    checks are skipped and the kernel trusts its input.
+    {{traced_validation}}
 
     Example:
       >>> import jax, jax.numpy as jnp

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcal._core.checks import as_float, check_unit_interval, values_checkable
+from jaxcal._core.docstrings import shared_doc
 from jaxcal._core.numerics import upcast, weighted_mean
 from jaxcal.losses._inputs import check_logits_labels, mask_padding_logits, true_class_log_prob
 
@@ -109,6 +110,7 @@ def _check_gamma(gamma: Any) -> Any:
     return gamma
 
 
+@shared_doc
 def focal_loss(
     logits: Any, labels: Any, *, gamma: Any = "flsd53", weights: Any = None
 ) -> jax.Array:
@@ -143,8 +145,7 @@ def focal_loss(
     temperature scaling it buys nothing.
 
     Args:
-      logits: ``(N, K)`` logits (K >= 2), or ``(N,)`` binary log-odds.
-      labels: ``(N,)`` int labels in ``[0, K)`` (0/1 for 1-D logits).
+      {{logits_labels}}
       gamma: focusing parameter >= 0 (number or 0-d array; traced, not static), or
         ``"flsd53"``.
       weights: optional ``(N,)`` non-negative sample weights; 0 masks padding rows.
@@ -152,8 +153,7 @@ def focal_loss(
     Returns:
       0-d array, the weighted mean. Zero total weight gives 0.
 
-    Validation runs only on concrete inputs; under ``jit``/``vmap``/``grad`` the value
-    checks are skipped and the kernel trusts its input.
+    {{traced_validation}}
 
     Example:
       >>> import jax.numpy as jnp

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._core.checks import check_option, check_positive_int
+from jaxcal._core.docstrings import shared_doc
 from jaxcal._core.numerics import weighted_mean
 from jaxcal.losses._inputs import check_logits_labels, mask_padding_logits, probabilities
 from jaxcal.metrics._mmce import MMCE_MIN_BANDWIDTH, mmce_value
@@ -36,6 +37,7 @@ def _soft_ece_loss_kernel(logits, labels, weights, temperature, n_bins, norm):
     return soft_ece_value(probabilities(logits), labels, weights, temperature, n_bins, norm)
 
 
+@shared_doc
 def soft_ece_loss(
     logits: Any,
     labels: Any,
@@ -82,8 +84,7 @@ def soft_ece_loss(
     scaling.
 
     Args:
-      logits: ``(N, K)`` logits (K >= 2), or ``(N,)`` binary log-odds.
-      labels: ``(N,)`` int labels in ``[0, K)`` (0/1 for 1-D logits).
+      {{logits_labels}}
       n_bins: number of soft bins M >= 1.
       temperature: T > 0 of the soft binning (number or 0-d array).
       norm: ``"l2"`` (the authors' training objective) or ``"l1"`` (the soft ECE).
@@ -92,8 +93,7 @@ def soft_ece_loss(
     Returns:
       0-d array. Zero total weight gives 0.
 
-    Validation runs only on concrete inputs; under ``jit``/``vmap``/``grad`` the value
-    checks are skipped and the kernel trusts its input.
+    {{traced_validation}}
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -122,6 +122,7 @@ def _mmce_loss_kernel(logits, labels, weights, bandwidth):
     return mmce_value(probabilities(logits), labels, weights, bandwidth, "weighted")
 
 
+@shared_doc
 def mmce_loss(
     logits: Any,
     labels: Any,
@@ -162,16 +163,14 @@ def mmce_loss(
     it is exactly 0: log :func:`~jaxcal.losses.saturation_stats` to see whether it acts.
 
     Args:
-      logits: ``(N, K)`` logits (K >= 2), or ``(N,)`` binary log-odds.
-      labels: ``(N,)`` int labels in ``[0, K)`` (0/1 for 1-D logits).
+      {{logits_labels}}
       bandwidth: kernel width h >= 1e-3 (number or 0-d array; traced, not static).
       weights: optional ``(N,)`` non-negative sample weights; 0 masks padding rows.
 
     Returns:
       0-d array. Zero total weight gives 0.
 
-    Validation runs only on concrete inputs; under ``jit``/``vmap``/``grad`` the value
-    checks are skipped and the kernel trusts its input.
+    {{traced_validation}}
 
     Example:
       >>> import jax.numpy as jnp
@@ -195,6 +194,7 @@ def _dca_loss_kernel(logits, labels, weights):
     return jnp.abs(weighted_mean(scores, weights) - weighted_mean(targets, weights))
 
 
+@shared_doc
 def dca_loss(logits: Any, labels: Any, *, weights: Any = None) -> jax.Array:
     """Difference between confidence and accuracy (DCA) over the batch (Liang et al. 2020).
 
@@ -217,15 +217,13 @@ def dca_loss(logits: Any, labels: Any, *, weights: Any = None) -> jax.Array:
     batch-level average, it cannot correct a mismatch within the batch.
 
     Args:
-      logits: ``(N, K)`` logits (K >= 2), or ``(N,)`` binary log-odds.
-      labels: ``(N,)`` int labels in ``[0, K)`` (0/1 for 1-D logits).
+      {{logits_labels}}
       weights: optional ``(N,)`` non-negative sample weights; 0 masks padding rows.
 
     Returns:
       0-d array. Zero total weight gives 0.
 
-    Validation runs only on concrete inputs; under ``jit``/``vmap``/``grad`` the value
-    checks are skipped and the kernel trusts its input.
+    {{traced_validation}}
 
     Example:
       >>> import jax.numpy as jnp

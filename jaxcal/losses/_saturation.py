@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxcal._core.docstrings import shared_doc
 from jaxcal._core.numerics import safe_divide, upcast
 from jaxcal.losses._dece import two_column_logits
 from jaxcal.losses._inputs import check_logits_labels, mask_padding_logits
@@ -50,6 +51,7 @@ def _stats(logits, labels, weights):
 _stats_kernel = jax.jit(_stats)
 
 
+@shared_doc
 def saturation_stats(
     logits: Any,
     labels: Any,
@@ -72,8 +74,7 @@ def saturation_stats(
     ``z``: predicted class ``z > 0``, confidence ``max(sigmoid(z), 1 - sigmoid(z))``.
 
     Args:
-      logits: ``(N, K)`` logits (K >= 2), or ``(N,)`` binary log-odds.
-      labels: ``(N,)`` int labels in ``[0, K)`` (0/1 for 1-D logits).
+      {{logits_labels}}
       regularizer: optional ``regularizer(logits, labels) -> scalar``, e.g.
         :func:`~jaxcal.losses.mmce_loss` or a ``functools.partial`` of one (called with
         ``weights=`` when weights are given); ``None``: the batch's

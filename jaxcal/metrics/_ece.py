@@ -25,6 +25,7 @@ from jaxcal._core.binning import (
 )
 from jaxcal._core.checks import check_option, check_probs_labels
 from jaxcal._core.confidence import scores_and_targets
+from jaxcal._core.docstrings import shared_doc
 from jaxcal._core.numerics import BLOCK, rows_per_block, safe_divide, safe_sqrt, scale_free
 from jaxcal._core.validity import kernel_inputs, run_validated
 from jaxcal.metrics._segment_bins import check_binned_groups, segment_bin_stats
@@ -142,6 +143,7 @@ def _ece_kernel(probs, labels, weights, n_bins, binning, norm, closed, debias, g
     return jax.vmap(one_segment)(stats), summary
 
 
+@shared_doc
 def ece(
     probs: Any,
     labels: Any,
@@ -171,8 +173,7 @@ def ece(
     with W_b the (weighted) number of samples in bin b and bars the weighted means in it.
 
     Args:
-      probs: ``(N,)`` positive-class probabilities or ``(N, K)`` rows on the simplex.
-      labels: ``(N,)`` int (or bool) labels: 0/1 for 1-D probs, in ``[0, K)`` for 2-D.
+      {{probs_labels}}
       n_bins: number of bins M >= 1.
       binning: ``"uniform"`` (equal width) or ``"quantile"`` (equal mass; edges are
         weighted empirical quantiles of the scores, equal scores share a bin).
@@ -184,9 +185,7 @@ def ece(
       debias: with ``norm="l2"``, the debiased estimator of Kumar, Liang & Ma (2019) (see
         ``gap_norm()``), returned as sqrt(max(estimate, 0)).
       weights: optional ``(N,)`` non-negative sample weights; 0 masks padding.
-      renormalize: divide each row of ``(N, K)`` probabilities by its sum first, for
-        probabilities rounded on export (keyword-only; default False: rows must sum to
-        1 within the simplex tolerance). No effect on ``(N,)`` probabilities.
+      {{renormalize}}
       groups: optional segments, one ECE per segment in one call: integer ids ``(N,)``
         in ``[0, n_groups)`` (disjoint segments), or a boolean membership matrix
         ``(N, G)`` (overlapping segments). Segment g's ECE is the ECE of its rows alone

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._core.checks import check_option, check_probs_labels
+from jaxcal._core.docstrings import shared_doc
 from jaxcal._core.numerics import safe_divide, safe_sqrt
 from jaxcal._core.sort import argsort
 from jaxcal._core.validity import kernel_inputs, run_validated
@@ -84,6 +85,7 @@ def _mmce_kernel(probs, labels, weights, bandwidth, variant):
     return mmce_value(probs, labels, weights, bandwidth, variant, rows), summary
 
 
+@shared_doc
 def mmce(
     probs: Any,
     labels: Any,
@@ -120,20 +122,16 @@ def mmce(
     taken of ``max(q, 0)`` with a zero gradient at 0 (the reference adds 1e-10 instead).
 
     Args:
-      probs: ``(N,)`` positive-class probabilities or ``(N, K)`` rows on the simplex.
-      labels: ``(N,)`` int (or bool) labels: 0/1 for 1-D probs, in ``[0, K)`` for 2-D.
+      {{probs_labels}}
       bandwidth: the kernel width h >= 1e-3 (number or 0-d array; traced, not static).
       variant: ``"unweighted"`` (MMCE) or ``"weighted"`` (MMCE_w).
       weights: optional ``(N,)`` non-negative sample weights; 0 masks padding.
-      renormalize: divide each row of ``(N, K)`` probabilities by its sum first, for
-        probabilities rounded on export (keyword-only; default False: rows must sum to
-        1 within the simplex tolerance). No effect on ``(N,)`` probabilities.
+      {{renormalize}}
 
     Returns:
       0-d array. Zero total weight gives 0.
 
-    Validation runs only on concrete inputs; under ``jit``/``vmap``/``grad`` the value
-    checks are skipped and the kernel trusts its input.
+    {{traced_validation}}
 
     Example:
       >>> import jax.numpy as jnp

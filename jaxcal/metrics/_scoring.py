@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from jaxcal._core.binning import BinMoments, BinStats, check_binning
 from jaxcal._core.checks import check_probs_labels
+from jaxcal._core.docstrings import shared_doc
 from jaxcal._core.numerics import safe_divide, scale_free, upcast, weighted_mean
 from jaxcal._core.validity import kernel_inputs, run_validated
 from jaxcal.metrics._ece import binned_stats, classwise_stats
@@ -59,6 +60,7 @@ def _brier_kernel(probs, labels, weights, groups, n_groups):
     return _mean_score(brier_per_sample(probs, labels), weights, groups, n_groups), summary
 
 
+@shared_doc
 def brier_score(
     probs: Any,
     labels: Any,
@@ -78,9 +80,7 @@ def brier_score(
       probs: ``(N,)`` or ``(N, K)``.
       labels: ``(N,)`` ints.
       weights: optional ``(N,)`` sample weights (weighted mean; 0 total weight gives 0).
-      renormalize: divide each row of ``(N, K)`` probabilities by its sum first, for
-        probabilities rounded on export (keyword-only; default False: rows must sum to
-        1 within the simplex tolerance). No effect on ``(N,)`` probabilities.
+      {{renormalize}}
       groups: optional segments, one score per segment in one call: integer ids ``(N,)``
         in ``[0, n_groups)`` (disjoint), or a boolean membership matrix ``(N, G)``
         (overlapping). Segment g's score is the weighted mean over its rows alone.

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._core.checks import check_probs_labels
+from jaxcal._core.docstrings import shared_doc
 from jaxcal._core.numerics import safe_divide, vary_like
 from jaxcal._core.validity import kernel_inputs, run_validated
 from jaxcal.metrics._objectives import check_hyperparameter, float_scores_targets, sample_weights
@@ -109,6 +110,7 @@ def _smooth_ece_kernel(probs, labels, weights, bandwidth, auto):
     return value + factor * (value - jax.lax.stop_gradient(value)), summary
 
 
+@shared_doc
 def smooth_ece(
     probs: Any,
     labels: Any,
@@ -145,20 +147,16 @@ def smooth_ece(
     includes the bandwidth's own dependence on the data (implicit function theorem).
 
     Args:
-      probs: ``(N,)`` positive-class probabilities or ``(N, K)`` rows on the simplex.
-      labels: ``(N,)`` int (or bool) labels: 0/1 for 1-D probs, in ``[0, K)`` for 2-D.
+      {{probs_labels}}
       bandwidth: ``None`` (the fixed point) or sigma >= 1e-3 (number or 0-d array; traced,
         not static).
       weights: optional ``(N,)`` non-negative sample weights; 0 masks padding.
-      renormalize: divide each row of ``(N, K)`` probabilities by its sum first, for
-        probabilities rounded on export (keyword-only; default False: rows must sum to
-        1 within the simplex tolerance). No effect on ``(N,)`` probabilities.
+      {{renormalize}}
 
     Returns:
       0-d array. Zero total weight gives 0.
 
-    Validation runs only on concrete inputs; under ``jit``/``vmap``/``grad`` the value
-    checks are skipped and the kernel trusts its input.
+    {{traced_validation}}
 
     Example:
       >>> import jax.numpy as jnp

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._core.checks import check_option, check_positive_int, check_probs_labels
+from jaxcal._core.docstrings import shared_doc
 from jaxcal._core.numerics import compute_dtype, safe_divide, safe_sqrt
 from jaxcal._core.validity import kernel_inputs, run_validated
 from jaxcal.metrics._objectives import check_hyperparameter, float_scores_targets, sample_weights
@@ -195,6 +196,7 @@ def _soft_ece_kernel(probs, labels, weights, temperature, n_bins, norm):
     return soft_ece_value(probs, labels, weights, temperature, n_bins, norm, rows), summary
 
 
+@shared_doc
 def soft_ece(
     probs: Any,
     labels: Any,
@@ -244,23 +246,19 @@ def soft_ece(
     see its documentation for what it did there.
 
     Args:
-      probs: ``(N,)`` positive-class probabilities or ``(N, K)`` rows on the simplex.
-      labels: ``(N,)`` int (or bool) labels: 0/1 for 1-D probs, in ``[0, K)`` for 2-D.
+      {{probs_labels}}
       n_bins: number of bins M >= 1 (anchors at the bin centres).
       temperature: T > 0, a number or 0-d array. Default ``None``:
         ``1 / (M**2 * log(1 / 0.01))`` (adjacent-bin ratio 0.01 at a bin centre;
         0.00205 for M = 15).
       norm: ``"l1"`` (the ECE) or ``"l2"`` (the RMS calibration error, as Eq. (11)).
       weights: optional ``(N,)`` non-negative sample weights; 0 masks padding.
-      renormalize: divide each row of ``(N, K)`` probabilities by its sum first, for
-        probabilities rounded on export (keyword-only; default False: rows must sum to
-        1 within the simplex tolerance). No effect on ``(N,)`` probabilities.
+      {{renormalize}}
 
     Returns:
       0-d array. Zero total weight gives 0.
 
-    Validation runs only on concrete inputs; under ``jit``/``vmap``/``grad`` the value
-    checks are skipped and the kernel trusts its input.
+    {{traced_validation}}
 
     Example:
       >>> import jax, jax.numpy as jnp

@@ -108,7 +108,9 @@ def _draw_panel(
     else:
         (line,) = ax.plot(x, y, "o-", **style)
     line.set_gid("jaxcal-bins")
-    ax.legend(loc="best", fontsize="small")
+    # Upper left: over-confident models (the common case) put their points below the
+    # diagonal, where "best" could still land the legend on them (N13).
+    ax.legend(loc="upper left", fontsize="small")
     if hist_ax is not None:
         edges = shown(summary.edges)
         hist_ax.stairs(

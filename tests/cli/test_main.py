@@ -6,6 +6,7 @@ The data and checks shared with the other test_cli files are in tests/cli_helper
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -97,6 +98,32 @@ def test_help_documents_the_formats(capsys):
         "~/.cache/jaxcal",
     ):
         assert text in out
+
+
+def test_help_is_plain_text_with_the_options_first(capsys):
+    """N6: --help was 213 lines of reStructuredText with the options at the end; now the
+    options come first, in plain text, and the reference lives on the report's docs page."""
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) < 100
+    assert out.index("--demo ") < out.index("input files") < out.index("reference:")
+    for markup in ("``", ":func:", "::", ":mod:"):
+        assert markup not in out, markup
+    assert 'pip install "jaxcal[plot]"' in out and "docs/guides/report.md" in out
+
+
+def test_report_page_is_the_reference_of_every_row_and_key():
+    """Every metric and test NAME of the JSON, and every key of the verdict, is on the page."""
+    from jaxcal.cli import ROW_ORDER
+    from jaxcal.cli._selective import KEYS
+
+    page = (Path(__file__).parents[2] / "docs" / "guides" / "report.md").read_text()
+    names = [*ROW_ORDER, *KEYS, "ks", "kuiper", "spiegelhalter", "ece_consistency", "skce"]
+    names += ["consistency_p_value", "confidence_gap_se", "mean_confidence", "advice"]
+    for name in names:
+        assert f"`{name}`" in page or f'"{name}"' in page, name
+    assert "## The verdict" in page and "### The JSON schema" in page
 
 
 class _ClosedPipe:
