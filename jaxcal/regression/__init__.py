@@ -1,0 +1,54 @@
+"""Calibration of regression and quantile models (public namespace).
+
+Predictions come in three forms, each a pytree: :class:`Gaussian` ``(mean, std)``,
+:class:`Quantiles` ``(values, levels)`` and :class:`Samples` ``(values,)``. The measures:
+
+* average calibration: :func:`pit`, :func:`calibration_curve`, :func:`miscalibration_area`,
+  :func:`mean_absolute_calibration_error`, :func:`root_mean_squared_calibration_error`
+  (uncertainty-toolbox's), :func:`qce` (netcal's M-QCE);
+* proper scores: :func:`crps_gaussian`, :func:`crps_ensemble`, :func:`crps_quantile`,
+  :func:`pinball_loss`, :func:`interval_score`, :func:`log_score_gaussian`.
+
+The uniformity of the PIT is tested by :func:`jaxcal.stats.pit_test`.
+
+Modules: ``_inputs`` (the prediction forms and their validation), ``_pit``,
+``_calibration`` (the calibration curve and its summaries), ``_scores``.
+"""
+
+from jaxcal.regression._calibration import (
+    CalibrationCurve,
+    calibration_curve,
+    mean_absolute_calibration_error,
+    miscalibration_area,
+    qce,
+    root_mean_squared_calibration_error,
+)
+from jaxcal.regression._inputs import Gaussian, Quantiles, Samples
+from jaxcal.regression._pit import pit
+from jaxcal.regression._scores import (
+    crps_ensemble,
+    crps_gaussian,
+    crps_quantile,
+    interval_score,
+    log_score_gaussian,
+    pinball_loss,
+)
+
+__all__ = [
+    "CalibrationCurve",
+    "Gaussian",
+    "Quantiles",
+    "Samples",
+    "calibration_curve",
+    "crps_ensemble",
+    "crps_gaussian",
+    "crps_quantile",
+    "interval_score",
+    "log_score_gaussian",
+    "mean_absolute_calibration_error",
+    "miscalibration_area",
+    "pinball_loss",
+    "pit",
+    "qce",
+    "root_mean_squared_calibration_error",
+]
