@@ -325,5 +325,9 @@ def qce(
     return _summary(pred, y, weights, 2, levels, "interval", "mean")
 
 
-for _f in (mean_absolute_calibration_error, root_mean_squared_calibration_error, miscalibration_area):
+for _f in (
+    mean_absolute_calibration_error,
+    root_mean_squared_calibration_error,
+    miscalibration_area,
+):
     _f.__doc__ = _f.__doc__.replace("{args}", _SUMMARY_ARGS)

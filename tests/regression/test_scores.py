@@ -60,7 +60,9 @@ def test_scores_equal_scoringrules_and_properscoring():
     with x64():
         assert_close(R.crps_gaussian(j(mean), j(std), j(y)), sr.crps_normal(y, mean, std).mean())
         assert_close(R.crps_gaussian(j(mean), j(std), j(y)), ps.crps_gaussian(y, mean, std).mean())
-        assert_close(R.log_score_gaussian(j(mean), j(std), j(y)), sr.logs_normal(y, mean, std).mean())
+        assert_close(
+            R.log_score_gaussian(j(mean), j(std), j(y)), sr.logs_normal(y, mean, std).mean()
+        )
         fair = R.crps_ensemble(j(ens), j(y), reduction="none")
         plug = R.crps_ensemble(j(ens), j(y), estimator="plugin", reduction="none")
         assert_close(fair, sr.crps_ensemble(y, ens, estimator="fair"))
@@ -78,7 +80,8 @@ def test_gradients_against_finite_differences():
     with x64():
         args = [jnp.asarray(a) for a in (mean, std, y)]
         for fn in (R.crps_gaussian, R.log_score_gaussian):
-            jax.test_util.check_grads(lambda m, s: fn(m, s, args[2]), args[:2], 1, modes="rev")
+            f = lambda m, s, fn=fn: fn(m, s, args[2])  # noqa: E731
+            jax.test_util.check_grads(f, args[:2], 1, modes="rev")
         e, yy = jnp.asarray(ens), args[2]
         jax.test_util.check_grads(lambda x: R.crps_ensemble(x, yy), (e,), 1, modes="rev")
         q, t = jnp.asarray(qv), jnp.asarray(tau)
@@ -86,9 +89,9 @@ def test_gradients_against_finite_differences():
 
 
 def test_padding_weights_and_bad_input():
-    mean, std, y, ens, tau, qv = _data(n=10, seed=3)
+    mean, std, y, ens, _, _ = _data(n=10, seed=3)
     f32 = lambda a: jnp.asarray(a, jnp.float32)  # noqa: E731
-    pad = lambda a: jnp.concatenate([f32(a), jnp.full((3,) + a.shape[1:], jnp.nan)])  # noqa: E731
+    pad = lambda a: jnp.concatenate([f32(a), jnp.full((3, *a.shape[1:]), jnp.nan)])  # noqa: E731
     w = jnp.concatenate([jnp.ones(10), jnp.zeros(3)])
     f = jax.jit(lambda e, y, w: R.crps_ensemble(e, y, weights=w))
     assert_close(f(pad(ens), pad(y), w), R.crps_ensemble(f32(ens), f32(y)))
