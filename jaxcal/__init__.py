@@ -1,6 +1,6 @@
 """jaxcal: measure, test and fix the calibration of probabilistic classifiers, in JAX."""
 
-from jaxcal import calibrators, coverage, losses, presets, selective, streaming
+from jaxcal import calibrators, coverage, losses, presets, regression, selective, streaming
 from jaxcal.calibrators import Calibrator
 from jaxcal.metrics import (
     BinStats,
@@ -147,6 +147,7 @@ __all__ = [
     "presets",
     "proper_calibration_error",
     "quantile_edges",
+    "regression",
     "reliability_curve",
     "reliability_intervals",
     "score_decomposition",

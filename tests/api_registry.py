@@ -39,6 +39,8 @@ transformation, namely
 * presets: all three (a rank-binned sort, a Platt fit inside, a bisection loop);
 * recalibrated metrics: ``recalibrated`` (vmapped L-BFGS fits over folds) and
   ``calibration_refinement`` (vmapped isotonic fits);
+* regression: ``calibration_curve`` (one sort of the standardised residuals),
+  ``crps_ensemble`` (a sort per row) and ``pit.quantiles`` (the interpolated quantiles);
 * losses: the four regularisers (the padding of the training losses), ``dece_loss``,
   ``saturation_stats``, and the two training-step helpers (user model and parameters).
 
@@ -60,7 +62,7 @@ import optax
 
 import jaxcal
 from jaxcal import calibrators as C
-from jaxcal import coverage, losses, presets, selective, streaming
+from jaxcal import coverage, losses, presets, regression, selective, streaming
 
 #: Every public namespace: the one place to add a new one (e.g. ``jaxcal.losses``).
 NAMESPACES = (
@@ -72,6 +74,7 @@ NAMESPACES = (
     "jaxcal.coverage",
     "jaxcal.losses",
     "jaxcal.selective",
+    "jaxcal.regression",
     "jaxcal.presets",
     "jaxcal.plot",
     "jaxcal.sklearn",
@@ -1162,6 +1165,134 @@ RECALIBRATED = [
     ),
 ]
 
+# ---------------------------------------------------------------- regression
+
+_G_ARGS = _cols("margins", "x", "target", "weights")  # mean, std (> 0), y, weights
+_MSYW = (ROWS, ROWS, ROWS, WEIGHTS)
+_LEVELS = np.array([0.25, 0.5, 0.75], np.float32)
+
+
+def _quantile_args(d, dtype):
+    """(N, 3) sorted quantiles (the sorted logits around the target), levels, y, weights."""
+    q = np.sort(d.logits, axis=1) + d.target[:, None]
+    return _as(q, dtype), _as(_LEVELS, dtype), _as(d.target, dtype), _as(d.weights, dtype)
+
+
+def _sample_args(d, dtype):
+    return _as(d.logits + d.target[:, None], dtype), _as(d.target, dtype), _as(d.weights, dtype)
+
+
+_QLYW = (ROWS, FIXED, ROWS, WEIGHTS)
+_SYW = (ROWS, ROWS, WEIGHTS)
+_PER_ROW = {"pad": "one PIT value per row, padding included"}
+
+
+def _gaussian_measure(fn, name=None, grad=(), **kw):
+    return Entry(
+        name or fn.__name__,
+        fn,
+        lambda m, s, y, w: fn(regression.Gaussian(m, s), y, weights=w, **kw),
+        _G_ARGS,
+        _MSYW,
+        grad=grad,
+    )
+
+
+def _gaussian_score(fn, **kw):
+    return Entry(
+        fn.__name__, fn, lambda m, s, y, w: fn(m, s, y, weights=w, **kw), _G_ARGS, _MSYW,
+        grad=(0, 1),
+    )  # fmt: skip
+
+
+REGRESSION = [
+    Entry(
+        "pit.gaussian",
+        regression.pit,
+        lambda m, s, y: regression.pit(regression.Gaussian(m, s), y),
+        _cols("margins", "x", "target"),
+        (ROWS, ROWS, ROWS),
+        grad=(0, 1),
+        skip=_PER_ROW,
+    ),
+    Entry(
+        "pit.quantiles",
+        regression.pit,
+        lambda q, lv, y: regression.pit(regression.Quantiles(q, lv), y),
+        lambda d, dtype: _quantile_args(d, dtype)[:3],
+        (ROWS, FIXED, ROWS),
+        skip=_PER_ROW,
+    ),
+    Entry(
+        "pit.samples",
+        regression.pit,
+        lambda x, y: regression.pit(regression.Samples(x), y),
+        lambda d, dtype: _sample_args(d, dtype)[:2],
+        (ROWS, ROWS),
+        skip=_PER_ROW,
+    ),
+    _gaussian_measure(regression.calibration_curve, n_levels=11),
+    Entry(
+        "calibration_curve.quantiles",
+        regression.calibration_curve,
+        lambda q, lv, y, w: regression.calibration_curve(
+            regression.Quantiles(q, lv), y, n_levels=11, prop_type="quantile", weights=w
+        ),
+        _quantile_args,
+        _QLYW,
+    ),
+    Entry(
+        "calibration_curve.samples",
+        regression.calibration_curve,
+        lambda x, y, w: regression.calibration_curve(
+            regression.Samples(x), y, n_levels=11, weights=w
+        ),
+        _sample_args,
+        _SYW,
+    ),
+    _gaussian_measure(regression.miscalibration_area),
+    _gaussian_measure(regression.mean_absolute_calibration_error),
+    _gaussian_measure(regression.root_mean_squared_calibration_error),
+    _gaussian_measure(regression.qce),
+    _gaussian_score(regression.crps_gaussian),
+    _gaussian_score(regression.log_score_gaussian),
+    Entry(
+        "crps_ensemble",
+        regression.crps_ensemble,
+        lambda x, y, w: regression.crps_ensemble(x, y, weights=w),
+        _sample_args,
+        _SYW,
+        grad=(0,),
+    ),
+    Entry(
+        "crps_ensemble.plugin",
+        regression.crps_ensemble,
+        lambda x, y, w: regression.crps_ensemble(x, y, estimator="plugin", weights=w),
+        _sample_args,
+        _SYW,
+        grad=(0,),
+    ),
+    *(
+        Entry(
+            fn.__name__,
+            fn,
+            lambda q, lv, y, w, fn=fn: fn(q, lv, y, weights=w),
+            _quantile_args,
+            _QLYW,
+            grad=(0,),
+        )
+        for fn in (regression.pinball_loss, regression.crps_quantile)
+    ),
+    Entry(
+        "interval_score",
+        regression.interval_score,
+        lambda lo, up, y, w: regression.interval_score(lo, up, y, alpha=0.2, weights=w),
+        _cols("lower", "upper", "target", "weights"),
+        (ROWS, ROWS, ROWS, WEIGHTS),
+        grad=(0, 1),
+    ),
+]
+
 # ---------------------------------------------------------------- harness presets
 
 PRESETS = [
@@ -1201,6 +1332,7 @@ ENTRIES: list[Entry] = [
     *SELECTIVE,
     *RECALIBRATED,
     *PRESETS,
+    *REGRESSION,
 ]
 
 
@@ -1252,6 +1384,7 @@ SWEEP = frozenset(
         *("hle_calibration_error", "helm_calibration", "temperature_tuned"),
         *("recalibrated", "calibration_refinement"),
         *("dece_loss", "heldout_objective", "meta_calibration.step", "saturation_stats"),
+        *("calibration_curve", "crps_ensemble", "pit.quantiles"),
     }
 )
 
@@ -1307,6 +1440,7 @@ RESULT_TYPES = {
     presets.HelmCalibration: "helm_calibration",
     jaxcal.CalibrationRefinement: "calibration_refinement",
     presets.TemperatureTuned: "temperature_tuned",
+    regression.CalibrationCurve: "regression.calibration_curve",
     losses.BatchIndices: "heldout_batch_indices",
     losses.HeldoutTerms: "heldout_objective (its aux output)",
     losses.MetaCalibrationInfo: "meta_calibration's step",
@@ -1325,6 +1459,10 @@ NOT_TRANSFORMED = {
     jaxcal.selective: "a namespace",
     jaxcal.presets: "a namespace",
     jaxcal.streaming: "a namespace",
+    jaxcal.regression: "a namespace",
+    regression.Gaussian: "an input pytree (mean, std) the regression entries build",
+    regression.Quantiles: "an input pytree (values, levels) the regression entries build",
+    regression.Samples: "an input pytree (values,) the regression entries build",
     jaxcal.Calibrator: "a NamedTuple of two functions (the entries call them)",
     losses.MetaCalibration: "a NamedTuple of two functions (meta_calibration.step calls them)",
     streaming.CalibrationMetric: "the class clu_metric configures (its entry calls it)",
