@@ -1254,6 +1254,10 @@ REGRESSION = [
     _gaussian_measure(regression.mean_absolute_calibration_error),
     _gaussian_measure(regression.root_mean_squared_calibration_error),
     _gaussian_measure(regression.qce),
+    _gaussian_measure(regression.conditional_qce, n_bins=4),
+    _gaussian_measure(regression.ence, n_bins=4),
+    _gaussian_measure(regression.uce, n_bins=4),
+    _gaussian_measure(regression.variance_curve, n_bins=4),
     _gaussian_score(regression.crps_gaussian),
     _gaussian_score(regression.log_score_gaussian),
     Entry(
@@ -1441,6 +1445,7 @@ RESULT_TYPES = {
     jaxcal.CalibrationRefinement: "calibration_refinement",
     presets.TemperatureTuned: "temperature_tuned",
     regression.CalibrationCurve: "regression.calibration_curve",
+    regression.VarianceCurve: "regression.variance_curve",
     losses.BatchIndices: "heldout_batch_indices",
     losses.HeldoutTerms: "heldout_objective (its aux output)",
     losses.MetaCalibrationInfo: "meta_calibration's step",

@@ -6,13 +6,16 @@ Predictions come in three forms, each a pytree: :class:`Gaussian` ``(mean, std)`
 * average calibration: :func:`pit`, :func:`calibration_curve`, :func:`miscalibration_area`,
   :func:`mean_absolute_calibration_error`, :func:`root_mean_squared_calibration_error`
   (uncertainty-toolbox's), :func:`qce` (netcal's M-QCE);
+* variance calibration: :func:`variance_curve` (binned RMV against RMSE), :func:`ence`,
+  :func:`uce` and :func:`conditional_qce` (netcal's binning);
 * proper scores: :func:`crps_gaussian`, :func:`crps_ensemble`, :func:`crps_quantile`,
   :func:`pinball_loss`, :func:`interval_score`, :func:`log_score_gaussian`.
 
 The uniformity of the PIT is tested by :func:`jaxcal.stats.pit_test`.
 
 Modules: ``_inputs`` (the prediction forms and their validation), ``_pit``,
-``_calibration`` (the calibration curve and its summaries), ``_scores``.
+``_calibration`` (the calibration curve and its summaries), ``_variance`` (binned
+variance calibration), ``_scores``.
 """
 
 from jaxcal.regression._calibration import (
@@ -33,16 +36,20 @@ from jaxcal.regression._scores import (
     log_score_gaussian,
     pinball_loss,
 )
+from jaxcal.regression._variance import VarianceCurve, conditional_qce, ence, uce, variance_curve
 
 __all__ = [
     "CalibrationCurve",
     "Gaussian",
     "Quantiles",
     "Samples",
+    "VarianceCurve",
     "calibration_curve",
+    "conditional_qce",
     "crps_ensemble",
     "crps_gaussian",
     "crps_quantile",
+    "ence",
     "interval_score",
     "log_score_gaussian",
     "mean_absolute_calibration_error",
@@ -51,4 +58,6 @@ __all__ = [
     "pit",
     "qce",
     "root_mean_squared_calibration_error",
+    "uce",
+    "variance_curve",
 ]
