@@ -91,7 +91,7 @@ def test_curve_padding_and_calibrated_model():
 
 
 def test_bad_input():
-    with pytest.raises(ValueError, match="`pred` must be a jaxcal.regression.Gaussian"):
+    with pytest.raises(ValueError, match=r"`pred` must be a jaxcal\.regression\.Gaussian"):
         R.ence(R.Samples(jnp.zeros((3, 2))), jnp.zeros(3))
     with pytest.raises(ValueError, match="`n_bins`"):
         R.uce(R.Gaussian(jnp.zeros(3), jnp.ones(3)), jnp.zeros(3), n_bins=0)
