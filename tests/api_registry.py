@@ -40,7 +40,8 @@ transformation, namely
 * recalibrated metrics: ``recalibrated`` (vmapped L-BFGS fits over folds) and
   ``calibration_refinement`` (vmapped isotonic fits);
 * regression: ``calibration_curve`` (one sort of the standardised residuals),
-  ``crps_ensemble`` (a sort per row) and ``pit.quantiles`` (the interpolated quantiles);
+  ``crps_ensemble`` (a sort per row), ``pit.quantiles`` (the interpolated quantiles) and
+  ``pit_test`` (the sorted weighted ECDF and the series of its laws);
 * losses: the four regularisers (the padding of the training losses), ``dece_loss``,
   ``saturation_stats``, and the two training-step helpers (user model and parameters).
 
@@ -1288,6 +1289,13 @@ REGRESSION = [
         for fn in (regression.pinball_loss, regression.crps_quantile)
     ),
     Entry(
+        "pit_test",
+        jaxcal.stats.pit_test,
+        lambda u, w: jaxcal.stats.pit_test(u, weights=w),
+        _cols("p", "weights"),
+        (ROWS, WEIGHTS),
+    ),
+    Entry(
         "interval_score",
         regression.interval_score,
         lambda lo, up, y, w: regression.interval_score(lo, up, y, alpha=0.2, weights=w),
@@ -1388,7 +1396,7 @@ SWEEP = frozenset(
         *("hle_calibration_error", "helm_calibration", "temperature_tuned"),
         *("recalibrated", "calibration_refinement"),
         *("dece_loss", "heldout_objective", "meta_calibration.step", "saturation_stats"),
-        *("calibration_curve", "crps_ensemble", "pit.quantiles"),
+        *("calibration_curve", "crps_ensemble", "pit.quantiles", "pit_test"),
     }
 )
 
@@ -1421,6 +1429,7 @@ RESULT_TYPES = {
     jaxcal.stats.CalibrationSlopeIntercept: "calibration_slope_intercept",
     jaxcal.stats.MulticalibrationResult: "multicalibration_error",
     jaxcal.stats.ObservedExpected: "observed_expected_ratio",
+    jaxcal.stats.PITTestResult: "pit_test",
     jaxcal.stats.SubpopulationTest: "subpopulation_test",
     jaxcal.stats.WaldEstimate: "the fields of calibration_slope_intercept",
     C.AffineParams: "vector_scaling, matrix_scaling, dirichlet",

@@ -32,8 +32,9 @@ from jaxcal.regression._inputs import (
 )
 
 REDUCTIONS = ("mean", "none")
-_INV_SQRT_PI = 1 / np.sqrt(np.pi)
-_HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
+_INV_SQRT_PI = float(1 / np.sqrt(np.pi))
+_INV_SQRT_2PI = float(1 / np.sqrt(2 * np.pi))
+_HALF_LOG_2PI = float(0.5 * np.log(2 * np.pi))
 
 
 def _reduce(per_row, weights, live, reduction):
@@ -52,7 +53,7 @@ def _crps_gaussian_kernel(mean, std, y, weights, reduction):
     live = _live(weights, y.shape[0], y.dtype)
     pred, y = sanitize(Gaussian(mean, std), y, live)
     z = (y - pred.mean) / pred.std
-    pdf = jnp.exp(-0.5 * z * z) * (1 / np.sqrt(2 * np.pi))
+    pdf = jnp.exp(-0.5 * z * z) * _INV_SQRT_2PI
     crps = pred.std * (z * (2 * ndtr(z) - 1) + 2 * pdf - _INV_SQRT_PI)
     return _reduce(crps, weights, live, reduction)
 
