@@ -41,7 +41,8 @@ transformation, namely
   ``calibration_refinement`` (vmapped isotonic fits);
 * regression: ``calibration_curve`` (one sort of the standardised residuals),
   ``crps_ensemble`` (a sort per row), ``pit.quantiles`` (the interpolated quantiles) and
-  ``pit_test`` (the sorted weighted ECDF and the series of its laws);
+  ``pit_test`` (the sorted weighted ECDF and the series of its laws), and the isotonic
+  recalibration of the PIT (a PAV fit, its inverse by interpolation);
 * losses: the four regularisers (the padding of the training losses), ``dece_loss``,
   ``saturation_stats``, and the two training-step helpers (user model and parameters).
 
@@ -1305,6 +1306,120 @@ REGRESSION = [
     ),
 ]
 
+
+_ISO_R = regression.isotonic_recalibration()  # one object per entry: built once
+_STD_S = regression.std_scaling()
+_CQR = regression.conformal_quantile_regression(alpha=0.2)
+_EVAL_G = (_EVAL.margins, _EVAL.x)
+
+
+def _iso_view(params):
+    dtype = params_dtype(params)
+    g = regression.Gaussian(*(jnp.asarray(a, dtype) for a in _EVAL_G))
+    return _ISO_R.apply(params, g, jnp.asarray(_LEVELS, dtype)).values
+
+
+def _fitted(name, fit, d):
+    key = (name, id(d))
+    if key not in _FITTED:
+        _FITTED[key] = fit(*_G_ARGS(d, jnp.float32))
+    return _FITTED[key]
+
+
+def _iso_fit(m, s, y, w):
+    return _ISO_R.fit(regression.Gaussian(m, s), y, weights=w)
+
+
+def _std_fit(m, s, y, w):
+    return _STD_S.fit(regression.Gaussian(m, s), y, weights=w)
+
+
+RECALIBRATORS = [
+    Entry(
+        "isotonic_recalibration.fit",
+        regression.isotonic_recalibration,
+        _iso_fit,
+        _G_ARGS,
+        _MSYW,
+        view=_iso_view,
+        skip={"resample": "four arguments (mean, std, y, weights): test_recalibrate.py"},
+        rebuild=lambda: (
+            lambda m, s, y, w: regression.isotonic_recalibration().fit(
+                regression.Gaussian(m, s), y, weights=w
+            )
+        ),
+    ),
+    Entry(
+        "isotonic_recalibration.apply",
+        regression.isotonic_recalibration,
+        lambda p, m, s, lv: _ISO_R.apply(p, regression.Gaussian(m, s), lv),
+        lambda d, dtype: (
+            _fitted("isotonic_recalibration", _iso_fit, d),
+            _as(d.margins, dtype),
+            _as(d.x, dtype),
+            _as(_LEVELS, dtype),
+        ),
+        (PYTREE, ROWS, ROWS, FIXED),
+        grad=(1, 2),
+        rebuild=lambda: (
+            lambda p, m, s, lv: regression.isotonic_recalibration().apply(
+                p, regression.Gaussian(m, s), lv
+            )
+        ),
+    ),
+    Entry(
+        "std_scaling.fit",
+        regression.std_scaling,
+        _std_fit,
+        _G_ARGS,
+        _MSYW,
+        grad=(0, 1),
+        rebuild=lambda: (
+            lambda m, s, y, w: regression.std_scaling().fit(regression.Gaussian(m, s), y, weights=w)
+        ),
+    ),
+    Entry(
+        "std_scaling.apply",
+        regression.std_scaling,
+        lambda p, m, s: _STD_S.apply(p, regression.Gaussian(m, s)),
+        lambda d, dtype: (
+            _fitted("std_scaling", _std_fit, d),
+            _as(d.margins, dtype),
+            _as(d.x, dtype),
+        ),
+        (PYTREE, ROWS, ROWS),
+        grad=(0, 1, 2),
+        rebuild=lambda: (
+            lambda p, m, s: regression.std_scaling().apply(p, regression.Gaussian(m, s))
+        ),
+    ),
+    Entry(
+        "conformal_quantile_regression.fit",
+        regression.conformal_quantile_regression,
+        lambda lo, up, y, w: _CQR.fit(lo, up, y, weights=w),
+        _cols("lower", "upper", "target", "weights"),
+        (ROWS, ROWS, ROWS, WEIGHTS),
+        rebuild=lambda: (
+            lambda lo, up, y, w: regression.conformal_quantile_regression(alpha=0.2).fit(
+                lo, up, y, weights=w
+            )
+        ),
+    ),
+    Entry(
+        "conformal_quantile_regression.apply",
+        regression.conformal_quantile_regression,
+        _CQR.apply,
+        lambda d, dtype: (
+            _CQR.fit(*_cols("lower", "upper", "target")(d, jnp.float32)),
+            _as(d.lower, dtype),
+            _as(d.upper, dtype),
+        ),
+        (PYTREE, ROWS, ROWS),
+        grad=(1, 2),
+        rebuild=lambda: regression.conformal_quantile_regression(alpha=0.2).apply,
+    ),
+]
+
 # ---------------------------------------------------------------- harness presets
 
 PRESETS = [
@@ -1345,6 +1460,7 @@ ENTRIES: list[Entry] = [
     *RECALIBRATED,
     *PRESETS,
     *REGRESSION,
+    *RECALIBRATORS,
 ]
 
 
@@ -1397,6 +1513,7 @@ SWEEP = frozenset(
         *("recalibrated", "calibration_refinement"),
         *("dece_loss", "heldout_objective", "meta_calibration.step", "saturation_stats"),
         *("calibration_curve", "crps_ensemble", "pit.quantiles", "pit_test"),
+        *("isotonic_recalibration.fit", "isotonic_recalibration.apply"),
     }
 )
 
@@ -1455,6 +1572,9 @@ RESULT_TYPES = {
     presets.TemperatureTuned: "temperature_tuned",
     regression.CalibrationCurve: "regression.calibration_curve",
     regression.VarianceCurve: "regression.variance_curve",
+    regression.IsotonicRecalibrationParams: "isotonic_recalibration().fit",
+    regression.StdScalingParams: "std_scaling().fit",
+    regression.ConformalParams: "conformal_quantile_regression().fit",
     losses.BatchIndices: "heldout_batch_indices",
     losses.HeldoutTerms: "heldout_objective (its aux output)",
     losses.MetaCalibrationInfo: "meta_calibration's step",
@@ -1477,6 +1597,7 @@ NOT_TRANSFORMED = {
     regression.Gaussian: "an input pytree (mean, std) the regression entries build",
     regression.Quantiles: "an input pytree (values, levels) the regression entries build",
     regression.Samples: "an input pytree (values,) the regression entries build",
+    regression.RegressionCalibrator: "a NamedTuple of two functions (the entries call them)",
     jaxcal.Calibrator: "a NamedTuple of two functions (the entries call them)",
     losses.MetaCalibration: "a NamedTuple of two functions (meta_calibration.step calls them)",
     streaming.CalibrationMetric: "the class clu_metric configures (its entry calls it)",

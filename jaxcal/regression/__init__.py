@@ -11,11 +11,15 @@ Predictions come in three forms, each a pytree: :class:`Gaussian` ``(mean, std)`
 * proper scores: :func:`crps_gaussian`, :func:`crps_ensemble`, :func:`crps_quantile`,
   :func:`pinball_loss`, :func:`interval_score`, :func:`log_score_gaussian`.
 
+Recalibrators, ``RegressionCalibrator(fit, apply)`` pairs: :func:`isotonic_recalibration`
+(Kuleshov et al. 2018), :func:`std_scaling` (Laves et al. 2020) and
+:func:`conformal_quantile_regression` (CQR, Romano et al. 2019).
+
 The uniformity of the PIT is tested by :func:`jaxcal.stats.pit_test`.
 
 Modules: ``_inputs`` (the prediction forms and their validation), ``_pit``,
 ``_calibration`` (the calibration curve and its summaries), ``_variance`` (binned
-variance calibration), ``_scores``.
+variance calibration), ``_scores``, ``_recalibrate`` (the recalibrators).
 """
 
 from jaxcal.regression._calibration import (
@@ -28,6 +32,15 @@ from jaxcal.regression._calibration import (
 )
 from jaxcal.regression._inputs import Gaussian, Quantiles, Samples
 from jaxcal.regression._pit import pit
+from jaxcal.regression._recalibrate import (
+    ConformalParams,
+    IsotonicRecalibrationParams,
+    RegressionCalibrator,
+    StdScalingParams,
+    conformal_quantile_regression,
+    isotonic_recalibration,
+    std_scaling,
+)
 from jaxcal.regression._scores import (
     crps_ensemble,
     crps_gaussian,
@@ -40,17 +53,23 @@ from jaxcal.regression._variance import VarianceCurve, conditional_qce, ence, uc
 
 __all__ = [
     "CalibrationCurve",
+    "ConformalParams",
     "Gaussian",
+    "IsotonicRecalibrationParams",
     "Quantiles",
+    "RegressionCalibrator",
     "Samples",
+    "StdScalingParams",
     "VarianceCurve",
     "calibration_curve",
     "conditional_qce",
+    "conformal_quantile_regression",
     "crps_ensemble",
     "crps_gaussian",
     "crps_quantile",
     "ence",
     "interval_score",
+    "isotonic_recalibration",
     "log_score_gaussian",
     "mean_absolute_calibration_error",
     "miscalibration_area",
@@ -58,6 +77,7 @@ __all__ = [
     "pit",
     "qce",
     "root_mean_squared_calibration_error",
+    "std_scaling",
     "uce",
     "variance_curve",
 ]

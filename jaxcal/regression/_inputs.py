@@ -61,8 +61,10 @@ class Samples(NamedTuple):
 
 
 def common_dtype(*arrays: jax.Array) -> Any:
-    """The float dtype the kernels compute in: float32 at least, float64 under x64."""
-    return compute_dtype(jnp.result_type(*[a.dtype for a in arrays]))
+    """The float dtype the kernels compute in: the widest of the arrays' compute dtypes
+    (float32 at least, float64 under x64 when any input is float64); explicit, so that
+    mixed float32 / float64 inputs work under strict dtype promotion too."""
+    return max((compute_dtype(a.dtype) for a in arrays), key=lambda d: d.itemsize)
 
 
 def check_target(y: Any, name: str = "y") -> jax.Array:
