@@ -1289,6 +1289,20 @@ REGRESSION = [
         )
         for fn in (regression.pinball_loss, regression.crps_quantile)
     ),
+    *(
+        Entry(
+            fn.__name__,
+            fn,
+            lambda m, y, w, fn=fn: fn(m, y, weights=w),
+            _cols("margins", "target", "weights"),
+            (ROWS, ROWS, WEIGHTS),
+            grad=(0,) if fn is regression.mean_score_decomposition else (),
+            skip={"pad": "buffers of N knots, padding included"}
+            if fn is regression.mean_reliability
+            else {},
+        )
+        for fn in (regression.mean_reliability, regression.mean_score_decomposition)
+    ),
     Entry(
         "pit_test",
         jaxcal.stats.pit_test,
@@ -1572,6 +1586,8 @@ RESULT_TYPES = {
     presets.TemperatureTuned: "temperature_tuned",
     regression.CalibrationCurve: "regression.calibration_curve",
     regression.VarianceCurve: "regression.variance_curve",
+    regression.MeanReliability: "regression.mean_reliability",
+    regression.MeanScoreDecomposition: "regression.mean_score_decomposition",
     regression.IsotonicRecalibrationParams: "isotonic_recalibration().fit",
     regression.StdScalingParams: "std_scaling().fit",
     regression.ConformalParams: "conformal_quantile_regression().fit",

@@ -11,6 +11,10 @@ Predictions come in three forms, each a pytree: :class:`Gaussian` ``(mean, std)`
 * proper scores: :func:`crps_gaussian`, :func:`crps_ensemble`, :func:`crps_quantile`,
   :func:`pinball_loss`, :func:`interval_score`, :func:`log_score_gaussian`.
 
+Conditional calibration of the mean (Gneiting & Resin 2023): :func:`mean_reliability`
+(the CORP isotonic curve) and :func:`mean_score_decomposition` (MCB - DSC + UNC of the
+squared error, model-diagnostics').
+
 Recalibrators, ``RegressionCalibrator(fit, apply)`` pairs: :func:`isotonic_recalibration`
 (Kuleshov et al. 2018), :func:`std_scaling` (Laves et al. 2020) and
 :func:`conformal_quantile_regression` (CQR, Romano et al. 2019).
@@ -19,7 +23,8 @@ The uniformity of the PIT is tested by :func:`jaxcal.stats.pit_test`.
 
 Modules: ``_inputs`` (the prediction forms and their validation), ``_pit``,
 ``_calibration`` (the calibration curve and its summaries), ``_variance`` (binned
-variance calibration), ``_scores``, ``_recalibrate`` (the recalibrators).
+variance calibration), ``_scores``, ``_recalibrate`` (the recalibrators),
+``_corp`` (CORP reliability and decomposition of a mean forecast).
 """
 
 from jaxcal.regression._calibration import (
@@ -29,6 +34,12 @@ from jaxcal.regression._calibration import (
     miscalibration_area,
     qce,
     root_mean_squared_calibration_error,
+)
+from jaxcal.regression._corp import (
+    MeanReliability,
+    MeanScoreDecomposition,
+    mean_reliability,
+    mean_score_decomposition,
 )
 from jaxcal.regression._inputs import Gaussian, Quantiles, Samples
 from jaxcal.regression._pit import pit
@@ -56,6 +67,8 @@ __all__ = [
     "ConformalParams",
     "Gaussian",
     "IsotonicRecalibrationParams",
+    "MeanReliability",
+    "MeanScoreDecomposition",
     "Quantiles",
     "RegressionCalibrator",
     "Samples",
@@ -72,6 +85,8 @@ __all__ = [
     "isotonic_recalibration",
     "log_score_gaussian",
     "mean_absolute_calibration_error",
+    "mean_reliability",
+    "mean_score_decomposition",
     "miscalibration_area",
     "pinball_loss",
     "pit",
