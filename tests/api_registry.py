@@ -39,6 +39,10 @@ transformation, namely
 * presets: all three (a rank-binned sort, a Platt fit inside, a bisection loop);
 * recalibrated metrics: ``recalibrated`` (vmapped L-BFGS fits over folds) and
   ``calibration_refinement`` (vmapped isotonic fits);
+* regression: ``calibration_curve`` (one sort of the standardised residuals),
+  ``crps_ensemble`` (a sort per row), ``pit.quantiles`` (the interpolated quantiles) and
+  ``pit_test`` (the sorted weighted ECDF and the series of its laws), and the isotonic
+  recalibration of the PIT (a PAV fit, its inverse by interpolation);
 * losses: the four regularisers (the padding of the training losses), ``dece_loss``,
   ``saturation_stats``, and the two training-step helpers (user model and parameters).
 
@@ -60,7 +64,7 @@ import optax
 
 import jaxcal
 from jaxcal import calibrators as C
-from jaxcal import coverage, losses, presets, selective, streaming
+from jaxcal import coverage, losses, presets, regression, selective, streaming
 
 #: Every public namespace: the one place to add a new one (e.g. ``jaxcal.losses``).
 NAMESPACES = (
@@ -72,6 +76,7 @@ NAMESPACES = (
     "jaxcal.coverage",
     "jaxcal.losses",
     "jaxcal.selective",
+    "jaxcal.regression",
     "jaxcal.presets",
     "jaxcal.plot",
     "jaxcal.sklearn",
@@ -1171,6 +1176,273 @@ RECALIBRATED = [
     ),
 ]
 
+# ---------------------------------------------------------------- regression
+
+_G_ARGS = _cols("margins", "x", "target", "weights")  # mean, std (> 0), y, weights
+_MSYW = (ROWS, ROWS, ROWS, WEIGHTS)
+_LEVELS = np.array([0.25, 0.5, 0.75], np.float32)
+
+
+def _quantile_args(d, dtype):
+    """(N, 3) sorted quantiles (the sorted logits around the target), levels, y, weights."""
+    q = np.sort(d.logits, axis=1) + d.target[:, None]
+    return _as(q, dtype), _as(_LEVELS, dtype), _as(d.target, dtype), _as(d.weights, dtype)
+
+
+def _sample_args(d, dtype):
+    return _as(d.logits + d.target[:, None], dtype), _as(d.target, dtype), _as(d.weights, dtype)
+
+
+_QLYW = (ROWS, FIXED, ROWS, WEIGHTS)
+_SYW = (ROWS, ROWS, WEIGHTS)
+_PER_ROW = {"pad": "one PIT value per row, padding included"}
+
+
+def _gaussian_measure(fn, name=None, grad=(), **kw):
+    return Entry(
+        name or fn.__name__,
+        fn,
+        lambda m, s, y, w: fn(regression.Gaussian(m, s), y, weights=w, **kw),
+        _G_ARGS,
+        _MSYW,
+        grad=grad,
+    )
+
+
+def _gaussian_score(fn, **kw):
+    return Entry(
+        fn.__name__, fn, lambda m, s, y, w: fn(m, s, y, weights=w, **kw), _G_ARGS, _MSYW,
+        grad=(0, 1),
+    )  # fmt: skip
+
+
+REGRESSION = [
+    Entry(
+        "pit.gaussian",
+        regression.pit,
+        lambda m, s, y: regression.pit(regression.Gaussian(m, s), y),
+        _cols("margins", "x", "target"),
+        (ROWS, ROWS, ROWS),
+        grad=(0, 1),
+        skip=_PER_ROW,
+    ),
+    Entry(
+        "pit.quantiles",
+        regression.pit,
+        lambda q, lv, y: regression.pit(regression.Quantiles(q, lv), y),
+        lambda d, dtype: _quantile_args(d, dtype)[:3],
+        (ROWS, FIXED, ROWS),
+        skip=_PER_ROW,
+    ),
+    Entry(
+        "pit.samples",
+        regression.pit,
+        lambda x, y: regression.pit(regression.Samples(x), y),
+        lambda d, dtype: _sample_args(d, dtype)[:2],
+        (ROWS, ROWS),
+        skip=_PER_ROW,
+    ),
+    _gaussian_measure(regression.calibration_curve, n_levels=11),
+    Entry(
+        "calibration_curve.quantiles",
+        regression.calibration_curve,
+        lambda q, lv, y, w: regression.calibration_curve(
+            regression.Quantiles(q, lv), y, n_levels=11, prop_type="quantile", weights=w
+        ),
+        _quantile_args,
+        _QLYW,
+    ),
+    Entry(
+        "calibration_curve.samples",
+        regression.calibration_curve,
+        lambda x, y, w: regression.calibration_curve(
+            regression.Samples(x), y, n_levels=11, weights=w
+        ),
+        _sample_args,
+        _SYW,
+    ),
+    _gaussian_measure(regression.miscalibration_area),
+    _gaussian_measure(regression.mean_absolute_calibration_error),
+    _gaussian_measure(regression.root_mean_squared_calibration_error),
+    _gaussian_measure(regression.qce),
+    _gaussian_measure(regression.conditional_qce, n_bins=4),
+    _gaussian_measure(regression.ence, n_bins=4),
+    _gaussian_measure(regression.uce, n_bins=4),
+    _gaussian_measure(regression.variance_curve, n_bins=4),
+    _gaussian_score(regression.crps_gaussian),
+    _gaussian_score(regression.log_score_gaussian),
+    Entry(
+        "crps_ensemble",
+        regression.crps_ensemble,
+        lambda x, y, w: regression.crps_ensemble(x, y, weights=w),
+        _sample_args,
+        _SYW,
+        grad=(0,),
+    ),
+    Entry(
+        "crps_ensemble.plugin",
+        regression.crps_ensemble,
+        lambda x, y, w: regression.crps_ensemble(x, y, estimator="plugin", weights=w),
+        _sample_args,
+        _SYW,
+        grad=(0,),
+    ),
+    *(
+        Entry(
+            fn.__name__,
+            fn,
+            lambda q, lv, y, w, fn=fn: fn(q, lv, y, weights=w),
+            _quantile_args,
+            _QLYW,
+            grad=(0,),
+        )
+        for fn in (regression.pinball_loss, regression.crps_quantile)
+    ),
+    *(
+        Entry(
+            fn.__name__,
+            fn,
+            lambda m, y, w, fn=fn: fn(m, y, weights=w),
+            _cols("margins", "target", "weights"),
+            (ROWS, ROWS, WEIGHTS),
+            grad=(0,) if fn is regression.mean_score_decomposition else (),
+            skip={"pad": "buffers of N knots, padding included"}
+            if fn is regression.mean_reliability
+            else {},
+        )
+        for fn in (regression.mean_reliability, regression.mean_score_decomposition)
+    ),
+    Entry(
+        "pit_test",
+        jaxcal.stats.pit_test,
+        lambda u, w: jaxcal.stats.pit_test(u, weights=w),
+        _cols("p", "weights"),
+        (ROWS, WEIGHTS),
+    ),
+    Entry(
+        "interval_score",
+        regression.interval_score,
+        lambda lo, up, y, w: regression.interval_score(lo, up, y, alpha=0.2, weights=w),
+        _cols("lower", "upper", "target", "weights"),
+        (ROWS, ROWS, ROWS, WEIGHTS),
+        grad=(0, 1),
+    ),
+]
+
+
+_ISO_R = regression.isotonic_recalibration()  # one object per entry: built once
+_STD_S = regression.std_scaling()
+_CQR = regression.conformal_quantile_regression(alpha=0.2)
+_EVAL_G = (_EVAL.margins, _EVAL.x)
+
+
+def _iso_view(params):
+    dtype = params_dtype(params)
+    g = regression.Gaussian(*(jnp.asarray(a, dtype) for a in _EVAL_G))
+    return _ISO_R.apply(params, g, jnp.asarray(_LEVELS, dtype)).values
+
+
+def _fitted(name, fit, d):
+    key = (name, id(d))
+    if key not in _FITTED:
+        _FITTED[key] = fit(*_G_ARGS(d, jnp.float32))
+    return _FITTED[key]
+
+
+def _iso_fit(m, s, y, w):
+    return _ISO_R.fit(regression.Gaussian(m, s), y, weights=w)
+
+
+def _std_fit(m, s, y, w):
+    return _STD_S.fit(regression.Gaussian(m, s), y, weights=w)
+
+
+RECALIBRATORS = [
+    Entry(
+        "isotonic_recalibration.fit",
+        regression.isotonic_recalibration,
+        _iso_fit,
+        _G_ARGS,
+        _MSYW,
+        view=_iso_view,
+        skip={"resample": "four arguments (mean, std, y, weights): test_recalibrate.py"},
+        rebuild=lambda: (
+            lambda m, s, y, w: regression.isotonic_recalibration().fit(
+                regression.Gaussian(m, s), y, weights=w
+            )
+        ),
+    ),
+    Entry(
+        "isotonic_recalibration.apply",
+        regression.isotonic_recalibration,
+        lambda p, m, s, lv: _ISO_R.apply(p, regression.Gaussian(m, s), lv),
+        lambda d, dtype: (
+            _fitted("isotonic_recalibration", _iso_fit, d),
+            _as(d.margins, dtype),
+            _as(d.x, dtype),
+            _as(_LEVELS, dtype),
+        ),
+        (PYTREE, ROWS, ROWS, FIXED),
+        grad=(1, 2),
+        rebuild=lambda: (
+            lambda p, m, s, lv: regression.isotonic_recalibration().apply(
+                p, regression.Gaussian(m, s), lv
+            )
+        ),
+    ),
+    Entry(
+        "std_scaling.fit",
+        regression.std_scaling,
+        _std_fit,
+        _G_ARGS,
+        _MSYW,
+        grad=(0, 1),
+        rebuild=lambda: (
+            lambda m, s, y, w: regression.std_scaling().fit(regression.Gaussian(m, s), y, weights=w)
+        ),
+    ),
+    Entry(
+        "std_scaling.apply",
+        regression.std_scaling,
+        lambda p, m, s: _STD_S.apply(p, regression.Gaussian(m, s)),
+        lambda d, dtype: (
+            _fitted("std_scaling", _std_fit, d),
+            _as(d.margins, dtype),
+            _as(d.x, dtype),
+        ),
+        (PYTREE, ROWS, ROWS),
+        grad=(0, 1, 2),
+        rebuild=lambda: (
+            lambda p, m, s: regression.std_scaling().apply(p, regression.Gaussian(m, s))
+        ),
+    ),
+    Entry(
+        "conformal_quantile_regression.fit",
+        regression.conformal_quantile_regression,
+        lambda lo, up, y, w: _CQR.fit(lo, up, y, weights=w),
+        _cols("lower", "upper", "target", "weights"),
+        (ROWS, ROWS, ROWS, WEIGHTS),
+        rebuild=lambda: (
+            lambda lo, up, y, w: regression.conformal_quantile_regression(alpha=0.2).fit(
+                lo, up, y, weights=w
+            )
+        ),
+    ),
+    Entry(
+        "conformal_quantile_regression.apply",
+        regression.conformal_quantile_regression,
+        _CQR.apply,
+        lambda d, dtype: (
+            _CQR.fit(*_cols("lower", "upper", "target")(d, jnp.float32)),
+            _as(d.lower, dtype),
+            _as(d.upper, dtype),
+        ),
+        (PYTREE, ROWS, ROWS),
+        grad=(1, 2),
+        rebuild=lambda: regression.conformal_quantile_regression(alpha=0.2).apply,
+    ),
+]
+
 # ---------------------------------------------------------------- harness presets
 
 PRESETS = [
@@ -1210,6 +1482,8 @@ ENTRIES: list[Entry] = [
     *SELECTIVE,
     *RECALIBRATED,
     *PRESETS,
+    *REGRESSION,
+    *RECALIBRATORS,
 ]
 
 
@@ -1261,6 +1535,8 @@ SWEEP = frozenset(
         *("hle_calibration_error", "helm_calibration", "temperature_tuned"),
         *("recalibrated", "calibration_refinement"),
         *("dece_loss", "heldout_objective", "meta_calibration.step", "saturation_stats"),
+        *("calibration_curve", "crps_ensemble", "pit.quantiles", "pit_test"),
+        *("isotonic_recalibration.fit", "isotonic_recalibration.apply"),
     }
 )
 
@@ -1293,6 +1569,7 @@ RESULT_TYPES = {
     jaxcal.stats.CalibrationSlopeIntercept: "calibration_slope_intercept",
     jaxcal.stats.MulticalibrationResult: "multicalibration_error",
     jaxcal.stats.ObservedExpected: "observed_expected_ratio",
+    jaxcal.stats.PITTestResult: "pit_test",
     jaxcal.stats.SubpopulationTest: "subpopulation_test",
     jaxcal.stats.WaldEstimate: "the fields of calibration_slope_intercept",
     C.AffineParams: "vector_scaling, matrix_scaling, dirichlet",
@@ -1317,6 +1594,13 @@ RESULT_TYPES = {
     presets.HleCalibrationError: "hle_calibration_error",
     jaxcal.CalibrationRefinement: "calibration_refinement",
     presets.TemperatureTuned: "temperature_tuned",
+    regression.CalibrationCurve: "regression.calibration_curve",
+    regression.VarianceCurve: "regression.variance_curve",
+    regression.MeanReliability: "regression.mean_reliability",
+    regression.MeanScoreDecomposition: "regression.mean_score_decomposition",
+    regression.IsotonicRecalibrationParams: "isotonic_recalibration().fit",
+    regression.StdScalingParams: "std_scaling().fit",
+    regression.ConformalParams: "conformal_quantile_regression().fit",
     losses.BatchIndices: "heldout_batch_indices",
     losses.HeldoutTerms: "heldout_objective (its aux output)",
     losses.MetaCalibrationInfo: "meta_calibration's step",
@@ -1337,6 +1621,11 @@ NOT_TRANSFORMED = {
     jaxcal.selective: "a namespace",
     jaxcal.presets: "a namespace",
     jaxcal.streaming: "a namespace",
+    jaxcal.regression: "a namespace",
+    regression.Gaussian: "an input pytree (mean, std) the regression entries build",
+    regression.Quantiles: "an input pytree (values, levels) the regression entries build",
+    regression.Samples: "an input pytree (values,) the regression entries build",
+    regression.RegressionCalibrator: "a NamedTuple of two functions (the entries call them)",
     jaxcal.Calibrator: "a NamedTuple of two functions (the entries call them)",
     losses.MetaCalibration: "a NamedTuple of two functions (meta_calibration.step calls them)",
     streaming.CalibrationMetric: "the class clu_metric configures (its entry calls it)",

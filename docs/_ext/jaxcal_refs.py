@@ -23,6 +23,7 @@ NAMESPACES = (
     "streaming",
     "coverage",
     "selective",
+    "regression",
     "presets",
     "plot",
     "sklearn",

@@ -69,6 +69,13 @@ PAGES = {
         "the prediction-rejection ratio: how well a confidence ranks a model's errors. One sort; "
         "``weights=`` and ``groups=`` as everywhere.",
     ),
+    "regression": (
+        "regression",
+        "Calibration of regression and quantile models: predictions as a Gaussian (mean, std), "
+        "quantiles at levels or samples; the PIT, calibration curves and their areas "
+        "(uncertainty-toolbox's), netcal's QCE, and the proper scores (CRPS, pinball, interval, "
+        "log score); see :doc:`../guides/regression`.",
+    ),
     "presets": (
         "harness presets",
         "The calibration numbers of evaluation harnesses reproduced exactly, quirks included: "

@@ -38,6 +38,7 @@ from jaxcal.stats._paths.cumulative import (
     spiegelhalter_test,
 )
 from jaxcal.stats._paths.multicalibration import MulticalibrationResult, multicalibration_error
+from jaxcal.stats._paths.pit import PITTestResult, pit_test
 from jaxcal.stats._paths.subpopulation import SubpopulationTest, subpopulation_test
 from jaxcal.stats._resampling.bootstrap import (
     BootstrapResult,
@@ -85,6 +86,7 @@ __all__ = [
     "L2ECEInterval",
     "MulticalibrationResult",
     "ObservedExpected",
+    "PITTestResult",
     "PairedBootstrapResult",
     "ReliabilityIntervals",
     "SKCETestResult",
@@ -119,6 +121,7 @@ __all__ = [
     "multicalibration_error",
     "observed_expected_ratio",
     "paired_bootstrap",
+    "pit_test",
     "prevalence_weights",
     "recalibrated",
     "reliability_intervals",
