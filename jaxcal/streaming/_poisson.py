@@ -37,8 +37,8 @@ import numpy as np
 
 from jaxcal._core.checks import check_option, check_positive_int, check_probs_labels
 from jaxcal._core.random import resample_seeds, threefry2x32
-from jaxcal.streaming._hash import replicate_words, row_words
 from jaxcal.metrics._ece import AVERAGES, check_norm
+from jaxcal.streaming._hash import replicate_words, row_words
 from jaxcal.streaming._replicates import replicate_sums
 from jaxcal.streaming._state import (
     CalibrationState,

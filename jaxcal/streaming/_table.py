@@ -123,9 +123,7 @@ def to_table(
             **{k.decode(): v.decode() for k, v in pieces[0][1].schema.metadata.items()},
             "replicates": str(0 if reps is None else reps.totals.shape[0]),
             "replicate_resolution": str(
-                pieces[-1][1].schema.metadata[b"resolution"].decode()
-                if reps is not None
-                else "0"
+                pieces[-1][1].schema.metadata[b"resolution"].decode() if reps is not None else "0"
             ),
         }
         if layout is not None and this != layout:

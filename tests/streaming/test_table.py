@@ -25,10 +25,10 @@ def _data(n, k, seed):
 def _same(a, b):
     for name in ("top_count", "class_count"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
-    for x, y in zip(
-        streaming._state.value_of(a), streaming._state.value_of(b), strict=True
-    ):
-        np.testing.assert_allclose(np.asarray(x, np.float64), np.asarray(y, np.float64), rtol=1e-6, atol=1e-9)
+    for x, y in zip(streaming._state.value_of(a), streaming._state.value_of(b), strict=True):
+        np.testing.assert_allclose(
+            np.asarray(x, np.float64), np.asarray(y, np.float64), rtol=1e-6, atol=1e-9
+        )
 
 
 def test_round_trip_any_order_and_parquet(tmp_path: Path):
@@ -66,7 +66,11 @@ def test_replicates_and_segments_round_trip():
         s = streaming.update(streaming.init(4, 2, binary=True, resolution=16), p[m], y[m])
         reps = streaming.poisson_update(
             streaming.poisson_init(4, 2, 5, binary=True),
-            p[m], y[m], jnp.flatnonzero(m), key=key, generator="hash",
+            p[m],
+            y[m],
+            jnp.flatnonzero(m),
+            key=key,
+            generator="hash",
         )
         states[f"s{v}"] = (s, reps)
     t = streaming.to_table(states, segments="region", seed=0, generator="hash")
