@@ -10,7 +10,8 @@ non-negative integers below ``2**63``, so no engine overflows its signed 64-bit 
 * ``mix(x)``: ``x ^= x >> 16; x = x * 0x7feb352d mod 2**32; x ^= x >> 15;
   x = x * 0x2c1b3c6d mod 2**32; x ^= x >> 16`` (the shape of Wellons's ``lowbias32``, the
   second multiplier chosen below ``2**31``);
-* the replicate word ``h_b = mix(mix(seed_hi + mix(seed_lo)) + b * 0x61c88647)``, from the
+* the replicate word ``h_b = mix(mix(seed_hi + mix(seed_lo + 0x61c88647)) + b * 0x61c88647)``,
+  from the
   two 32-bit words of the seed ``s`` (``jax.random.key(s)``'s key data is ``(s_hi, s_lo)``)
   and the replicate index b (all sums mod ``2**32``);
 * the row word ``w = mix(mix(h_b + id_lo) + id_hi)`` for an id ``id_hi * 2**32 + id_lo``;
@@ -52,7 +53,7 @@ def seed_words(seed: int) -> tuple[int, int]:
 def replicate_word(seed: int, b: int) -> int:
     """``h_b`` of the module docstring for seed ``seed`` and replicate ``b``."""
     high, low = seed_words(seed)
-    h = mix_int((high + mix_int(low)) & MASK)
+    h = mix_int((high + mix_int((low + REPLICATE_STEP) & MASK)) & MASK)
     return mix_int((h + b * REPLICATE_STEP) & MASK)
 
 
@@ -73,7 +74,7 @@ def replicate_words(key: jax.Array, n: int) -> jax.Array:
     """``h_b`` ``(n,)`` uint32 for b = 0..n-1 of a Threefry key (``jax.random.key(s)``)."""
     data = jax.random.key_data(key).reshape(-1).astype(jnp.uint32)
     high, low = (data[0], data[1]) if data.shape[0] >= 2 else (jnp.uint32(0), data[0])
-    h = _mix(high + _mix(low))
+    h = _mix(high + _mix(low + jnp.uint32(REPLICATE_STEP)))
     return _mix(h + jnp.arange(n, dtype=jnp.uint32) * jnp.uint32(REPLICATE_STEP))
 
 
