@@ -102,6 +102,14 @@ def state(
         name = "_jc_input"
     columns = dict(probs=probs, labels=labels, weights=weights, segments=segments)
     layout = layout_of(probs, n_bins, fine)
+    duckdb = _duckdb()
+    try:
+        head = con.sql(f"SELECT * FROM {name} LIMIT 0")
+        types = dict(zip(head.columns, (str(t) for t in head.types), strict=True))
+    except duckdb.Error:
+        types = {}
+    prob_cols = [probs] if isinstance(probs, str) else list(probs)
+    float32 = bool(prob_cols) and all(types.get(c) == "FLOAT" for c in prob_cols)
     query = state_query(
         name,
         **columns,
@@ -112,11 +120,11 @@ def state(
         row_key=row_key,
         closed=closed,
         log_loss_eps=log_loss_eps,
+        float32=float32,
     )
-    duckdb = _duckdb()
     try:
-        check = con.execute(check_query(name, **columns, row_key=row_key))
-        counts = dict(zip([d[0] for d in check.description], check.fetchone(), strict=True))
+        check = con.sql(check_query(name, **columns, row_key=row_key))
+        counts = dict(zip(check.columns, check.fetchall()[0], strict=True))
         bad = problems(
             counts, str(table) if isinstance(table, str) else "table", layout["num_classes"]
         )

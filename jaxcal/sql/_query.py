@@ -99,9 +99,10 @@ def _layout(probs, n_bins, fine, replicates, seed, closed):
     return prob_cols, r
 
 
-def _bucket(x: str, r: int, closed: str) -> str:
-    """The bucket j of score ``x`` at R buckets, corrected against the float64 edges j/R
-    when R is not a power of two (``x * R`` is then rounded)."""
+def _bucket(x: str, r: int, closed: str, float32: bool = False) -> str:
+    """The bucket j of score ``x`` at R buckets, corrected against the edges j/R (float64,
+    or rounded to float32 with ``float32``) when R is not a power of two (``x * R`` is
+    then rounded)."""
     if closed == "right":
         j = f"LEAST(GREATEST(CAST(CEIL({x} * {r}) AS BIGINT) - 1, 0), {r - 1})"
     else:
@@ -109,6 +110,8 @@ def _bucket(x: str, r: int, closed: str) -> str:
     if r & (r - 1) == 0:
         return j
     low, high = f"(CAST(({j}) AS DOUBLE) / {r})", f"(CAST(({j}) + 1 AS DOUBLE) / {r})"
+    if float32:
+        low, high = f"CAST({low} AS REAL)", f"CAST({high} AS REAL)"
     below, above = ("<=", ">") if closed == "right" else ("<", ">=")
     return (
         f"(CASE WHEN ({j}) > 0 AND {x} {below} {low} THEN ({j}) - 1 "
@@ -160,6 +163,7 @@ def state_query(
     row_key: str | None = None,
     closed: str = "right",
     log_loss_eps: float = LOG_LOSS_EPS,
+    float32: bool = False,
     dialect: str = "duckdb",
 ) -> str:
     """The SQL computing the state table of the predictions in ``table``.
@@ -193,6 +197,10 @@ def state_query(
       closed: ``"right"`` or ``"left"``, the bin-edge convention.
       log_loss_eps: the log loss clips ``p_y`` to ``[eps, 1 - eps]`` (default float32's
         eps, as jaxcal's default state; 2**-52 for a float64 state).
+      float32: the probability columns hold float32 (``REAL``) values: with R not a power
+        of two, compare them with the edges rounded to float32, as jaxcal's default
+        (float32) state does (a score equal to ``float32(j / R)`` then lands where jaxcal
+        puts it). BigQuery and Snowflake have no float32 type (their ``REAL`` is float64).
       dialect: one of ``DIALECTS``: duckdb, spark, bigquery, snowflake, postgres.
 
     Returns:
@@ -301,9 +309,10 @@ def state_query(
             f"FROM _jc_weighted CROSS JOIN ({cell_tab}) AS _jc_t",
         )
     )
-    fine_j = _bucket("_jc_s", r, closed)
+    fine_j = _bucket("_jc_s", r, closed, float32)
     if replicates and r != n_bins:
-        j = f"CASE WHEN _jc_rep < 0 THEN {fine_j} ELSE {_bucket('_jc_s', n_bins, closed)} END"
+        coarse = _bucket("_jc_s", n_bins, closed, float32)
+        j = f"CASE WHEN _jc_rep < 0 THEN {fine_j} ELSE {coarse} END"
     else:
         j = fine_j
     ctes.append(("_jc_binned", f"SELECT *, {j} AS _jc_j FROM _jc_cells"))
