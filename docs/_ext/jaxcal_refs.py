@@ -26,6 +26,7 @@ NAMESPACES = (
     "presets",
     "plot",
     "sklearn",
+    "sql",
     "cli",
 )
 
