@@ -196,6 +196,7 @@ from jaxcal.cli._progress import Progress
 from jaxcal.cli._report import CONFIDENCE, compute_report, report_calls
 from jaxcal.cli._segments import compute_segments, print_segments, read_column
 from jaxcal.cli._validate import validate
+from jaxcal.cli._warehouse import report_warehouse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -292,6 +293,26 @@ def _parser() -> argparse.ArgumentParser:
         help="report .npz/.npy files in batches, in bounded memory, as Parquet input is "
         "(no tests, --fit, --plot or --by)",
     )
+    rep.add_argument(
+        "--sql",
+        metavar="DB",
+        type=Path,
+        help="compute the state in DuckDB from the file DB's --table (no rows leave DuckDB; "
+        "the streamed report; needs jaxcal[sql])",
+    )
+    rep.add_argument("--table", metavar="NAME", help="the table, view or FROM clause of --sql")
+    rep.add_argument(
+        "--state",
+        metavar="FILE",
+        type=Path,
+        help="report a stored state table (Parquet, jaxcal.streaming.to_table); with --sql: "
+        "store the computed one there",
+    )
+    rep.add_argument(
+        "--row-key",
+        metavar="COL",
+        help="--sql: unique integer column keying the bootstrap replicates (default rowid)",
+    )
     rep.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
     rep.add_argument(
         "--no-cache",
@@ -341,6 +362,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = Progress(args.quiet)
     try:
         check_args(args)
+        if args.sql is not None or args.state is not None:
+            code = report_warehouse(args)
+            sys.stdout.flush()
+            return code
         if args.stream or any(is_parquet(p) for p in args.files):
             if not args.stream and not all(is_parquet(p) for p in args.files):
                 raise InputError(
