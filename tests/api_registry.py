@@ -60,7 +60,7 @@ import optax
 
 import jaxcal
 from jaxcal import calibrators as C
-from jaxcal import coverage, losses, presets, selective, sql, streaming
+from jaxcal import coverage, losses, presets, selective, spark, sql, streaming
 
 #: Every public namespace: the one place to add a new one (e.g. ``jaxcal.losses``).
 NAMESPACES = (
@@ -76,6 +76,7 @@ NAMESPACES = (
     "jaxcal.plot",
     "jaxcal.sklearn",
     "jaxcal.sql",
+    "jaxcal.spark",
 )
 
 N, K, BATCH = 24, 3, 3
@@ -1337,6 +1338,8 @@ NOT_TRANSFORMED = {
     sql.state_query: "writes SQL text (a string), no array computation",
     sql.check_query: "writes SQL text (a string), no array computation",
     sql.state: "runs SQL in DuckDB on the host and reads its table into a state",
+    jaxcal.spark: "a namespace",
+    spark.state: "runs a Spark job (mapInArrow, groupBy().sum()) and reads its table",
     streaming.parquet_state: "reads Parquet files with pyarrow, batch by batch, on the host",
     streaming.array_state: "slices NumPy (memory-mapped) arrays batch by batch on the host",
     streaming.dask_state: "runs parquet_state on a Dask cluster's workers (host I/O)",

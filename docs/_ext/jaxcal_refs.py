@@ -27,6 +27,7 @@ NAMESPACES = (
     "plot",
     "sklearn",
     "sql",
+    "spark",
     "cli",
 )
 

@@ -329,14 +329,22 @@ def state_query(
         )
     )
     group = f"{seg_sel}_jc_rep, cells, _jc_class, _jc_j"
-    body = (
+    sums = {
+        "weight": "_jc_wm",
+        "sum_score": "_jc_wm * _jc_s",
+        "sum_target": "_jc_wm * _jc_tg",
+        "sum_dev": "_jc_wm * _jc_d",
+        "sum_dev_sq": "_jc_wm * _jc_d * _jc_d",
+        "sum_dev_target": "_jc_wm * _jc_d * _jc_tg",
+        "sum_brier": "_jc_wm * _jc_brier",
+        "sum_log_loss": "_jc_wm * _jc_ll",
+    }
+    body = (  # fixed output types in every engine: int32 keys, int64 count, float64 sums
         f'SELECT {seg_sel}CAST(_jc_rep AS INTEGER) AS "replicate", cells, '
         'CAST(_jc_class AS INTEGER) AS "class", CAST(_jc_j AS INTEGER) AS "bucket", '
-        'COUNT(*) AS "count", SUM(_jc_wm) AS weight, SUM(_jc_wm * _jc_s) AS sum_score, '
-        "SUM(_jc_wm * _jc_tg) AS sum_target, SUM(_jc_wm * _jc_d) AS sum_dev, "
-        "SUM(_jc_wm * _jc_d * _jc_d) AS sum_dev_sq, SUM(_jc_wm * _jc_d * _jc_tg) AS "
-        "sum_dev_target, SUM(_jc_wm * _jc_brier) AS sum_brier, SUM(_jc_wm * _jc_ll) AS "
-        f"sum_log_loss FROM _jc_dev GROUP BY {group}"
+        'CAST(COUNT(*) AS BIGINT) AS "count", '
+        + ", ".join(f'CAST(SUM({e}) AS DOUBLE) AS "{n}"' for n, e in sums.items())
+        + f" FROM _jc_dev GROUP BY {group}"
     )
     text = "WITH " + ", ".join(f"{n} AS ({b})" for n, b in ctes) + " " + body
     return sqlglot.transpile(text, read="duckdb", write=dialect)[0]
