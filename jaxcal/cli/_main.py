@@ -55,6 +55,13 @@ the same rows left out; ``--fit``, ``--plot``, ``--by``, ``--renormalize`` and
 ``--logits`` are refused, and ``.csv`` files too (parsed whole: convert them). For an
 input of 5e7 values or more the in-memory report suggests ``--stream`` on stderr.
 
+``--sql DB --table T`` (with ``--probs COLS --labels COL`` as for ``.csv``) computes the
+state in DuckDB from the DuckDB file DB (``jaxcal.sql.state``: no row leaves DuckDB;
+replicates keyed by ``--row-key COL``, default DuckDB's ``rowid``) and prints the streamed
+report; ``--state OUT.parquet`` beside it stores the state table, and ``--state FILE``
+alone reports a stored one (``jaxcal.streaming.to_table``'s schema; segments as columns).
+Needs ``pip install "jaxcal[sql]"``. See the guide "Calibration in the warehouse".
+
 Several FILEs are reported side by side (each with its own labels). ``--demo`` reports
 the two real models shipped in ``jaxcal/data`` and turns ``--fit`` on (``--no-fit`` turns
 it off).
