@@ -64,7 +64,7 @@ import optax
 
 import jaxcal
 from jaxcal import calibrators as C
-from jaxcal import coverage, losses, presets, regression, selective, streaming
+from jaxcal import coverage, losses, presets, regression, selective, spark, sql, streaming
 
 #: Every public namespace: the one place to add a new one (e.g. ``jaxcal.losses``).
 NAMESPACES = (
@@ -80,6 +80,8 @@ NAMESPACES = (
     "jaxcal.presets",
     "jaxcal.plot",
     "jaxcal.sklearn",
+    "jaxcal.sql",
+    "jaxcal.spark",
 )
 
 N, K, BATCH = 24, 3, 3
@@ -1631,6 +1633,14 @@ NOT_TRANSFORMED = {
     streaming.CalibrationMetric: "the class clu_metric configures (its entry calls it)",
     streaming.to_arrow: "builds a pyarrow.Table on the host (device_get of the state)",
     streaming.from_arrow: "reads a pyarrow.Table on the host into a state",
+    streaming.to_table: "builds a pyarrow.Table on the host (device_get of the states)",
+    streaming.from_table: "reads a pyarrow.Table, DataFrame or Parquet file on the host",
+    jaxcal.sql: "a namespace",
+    sql.state_query: "writes SQL text (a string), no array computation",
+    sql.check_query: "writes SQL text (a string), no array computation",
+    sql.state: "runs SQL in DuckDB on the host and reads its table into a state",
+    jaxcal.spark: "a namespace",
+    spark.state: "runs a Spark job (mapInArrow, groupBy().sum()) and reads its table",
     streaming.parquet_state: "reads Parquet files with pyarrow, batch by batch, on the host",
     streaming.array_state: "slices NumPy (memory-mapped) arrays batch by batch on the host",
     streaming.dask_state: "runs parquet_state on a Dask cluster's workers (host I/O)",

@@ -15,6 +15,8 @@ module in             may import (besides its own folder)
 ``jaxcal.presets``    ``_core``, ``metrics``, ``calibrators``, ``selective``
 ``jaxcal.losses``     ``_core``, ``metrics``
 ``jaxcal.streaming``  ``_core``, ``metrics``
+``jaxcal.sql``        ``_core``, ``metrics``, ``streaming``
+``jaxcal.spark``      ``_core``, ``metrics``, ``streaming``, ``sql``
 ``jaxcal.plot``       every floor below it
 ``jaxcal.sklearn``    every floor below it (plot's floor)
 ``jaxcal.cli``        anything
@@ -53,6 +55,12 @@ FLOORS_BELOW = {
     "presets": {"_core", "metrics", "calibrators", "selective"},
     "losses": {"_core", "metrics"},
     "streaming": {"_core", "metrics"},
+    # sql and spark compute the streaming state where the rows live (a SQL engine, Spark
+    # executors) and read it back with streaming.from_table: one floor above streaming,
+    # whose state, table schema and Poisson generator they reproduce; spark reuses sql's
+    # checks. Nothing below imports them (their engines are optional extras).
+    "sql": {"_core", "metrics", "streaming"},
+    "spark": {"_core", "metrics", "streaming", "sql"},
     "plot": {
         "_core",
         "metrics",
@@ -90,6 +98,8 @@ FLOORS_BELOW = {
         "streaming",
         "plot",
         "sklearn",
+        "sql",
+        "spark",
         "jaxcal",
     },
     "jaxcal": {

@@ -27,6 +27,8 @@ NAMESPACES = (
     "presets",
     "plot",
     "sklearn",
+    "sql",
+    "spark",
     "cli",
 )
 

@@ -93,6 +93,19 @@ PAGES = {
         "``import jaxcal`` does not import it): ``CalibratedClassifierCV``, ``calibration_curve`` "
         "and ``CalibrationDisplay``; see :doc:`../guides/sklearn`.",
     ),
+    "sql": (
+        "SQL engines",
+        "The calibration state computed where the rows live: the SQL of the state table "
+        "(``jaxcal.streaming.to_table``'s schema) for DuckDB, Spark SQL, BigQuery, Snowflake "
+        "and PostgreSQL, the input checks as counts, and DuckDB run in process (the ``sql`` "
+        "extra); see :doc:`../guides/warehouse`.",
+    ),
+    "spark": (
+        "Spark",
+        "The calibration state of a Spark DataFrame: partial states per partition "
+        "(``mapInArrow``) merged by Spark's ``groupBy().sum()``, never a shuffle of the rows "
+        "(the ``spark`` extra and a Java runtime); see :doc:`../guides/warehouse`.",
+    ),
     "cli": (
         "the report",
         "What ``jaxcal report`` is made of, for programs that build their own report: reading "

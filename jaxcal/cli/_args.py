@@ -55,6 +55,8 @@ def check_destination(path: Path, option: str) -> None:
 def check_args(args: argparse.Namespace) -> None:
     """Every argument in range, the inputs chosen once, the destinations writable."""
     streamed = bool(args.files) and (args.stream or all(is_parquet(p) for p in args.files))
+    table = getattr(args, "sql", None) is not None or getattr(args, "state", None) is not None
+    streamed = streamed or table  # --sql / --state: the streamed report of a state table
     for option, (low, high) in LIMITS.items():
         value = getattr(args, option)
         if option == "resamples" and streamed:  # 0: no intervals
@@ -71,7 +73,7 @@ def check_args(args: argparse.Namespace) -> None:
                 "(--stream, or Parquet input)."
             )
         _check_range(option, value, low, high)
-    if args.demo == bool(args.files):
+    if args.demo == bool(args.files) and not table:
         raise InputError("give either FILE(s) or --demo.")
     if args.stream and args.demo:
         raise InputError("--stream needs FILE(s), not --demo.")
@@ -81,6 +83,8 @@ def check_args(args: argparse.Namespace) -> None:
         raise InputError(f"--plot must end in .png, .pdf or .svg; got {args.plot}.")
     if args.json not in (None, "-"):
         check_destination(Path(args.json), "--json")
+    if getattr(args, "sql", None) is not None and args.state is not None:
+        check_destination(args.state, "--state")
     if args.plot is not None:
         check_destination(args.plot, "--plot")
         if importlib.util.find_spec("matplotlib") is None:  # N1: before, not after, the report

@@ -58,6 +58,9 @@ input files (the format is decided by the extension):
             probabilities (or --probs 'p_*'); one score column is a binary problem
   .parquet  or a folder of Parquet files: streamed in bounded memory, no tests, --fit
             or --plot (pip install "jaxcal[parquet]")
+  --sql DB --table T   a DuckDB table: the state is computed inside DuckDB and the
+            streamed report printed (pip install "jaxcal[sql]"); --state FILE reports a
+            stored state table (jaxcal.streaming.to_table)
 
 examples:
   jaxcal report --demo
@@ -76,6 +79,7 @@ reference: every input format in full, what each row and test is, the verdict's 
 and the --json schema are on the documentation's "jaxcal report" page
 (docs/guides/report.md in the source).
 """
+from jaxcal.cli._warehouse import report_warehouse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -174,6 +178,26 @@ def _parser() -> argparse.ArgumentParser:
         help="report .npz/.npy files in batches, in bounded memory, as Parquet input is "
         "(no tests, --fit, --plot or --by)",
     )
+    rep.add_argument(
+        "--sql",
+        metavar="DB",
+        type=Path,
+        help="compute the state in DuckDB from the file DB's --table (no rows leave DuckDB; "
+        "the streamed report; needs jaxcal[sql])",
+    )
+    rep.add_argument("--table", metavar="NAME", help="the table, view or FROM clause of --sql")
+    rep.add_argument(
+        "--state",
+        metavar="FILE",
+        type=Path,
+        help="report a stored state table (Parquet, jaxcal.streaming.to_table); with --sql: "
+        "store the computed one there",
+    )
+    rep.add_argument(
+        "--row-key",
+        metavar="COL",
+        help="--sql: unique integer column keying the bootstrap replicates (default rowid)",
+    )
     rep.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
     rep.add_argument(
         "--no-cache",
@@ -223,6 +247,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = Progress(args.quiet)
     try:
         check_args(args)
+        if args.sql is not None or args.state is not None:
+            code = report_warehouse(args)
+            sys.stdout.flush()
+            return code
         if args.stream or any(is_parquet(p) for p in args.files):
             if not args.stream and not all(is_parquet(p) for p in args.files):
                 raise InputError(

@@ -99,6 +99,8 @@ from jaxcal.streaming._state import (
     update,
 )
 from jaxcal.streaming._summary import SummaryReplicates
+from jaxcal.streaming._table import TABLE_SCHEMA as TABLE_SCHEMA  # to_table's schema version
+from jaxcal.streaming._table import from_table, to_table
 from jaxcal.streaming._views import EqualMassECE, equal_mass_ece, rebin, reliability_curve
 
 __all__ = [
@@ -116,6 +118,7 @@ __all__ = [
     "dask_state",
     "equal_mass_ece",
     "from_arrow",
+    "from_table",
     "init",
     "isotonic_params",
     "l2_ece_interval",
@@ -130,5 +133,6 @@ __all__ = [
     "rebin",
     "reliability_curve",
     "to_arrow",
+    "to_table",
     "update",
 ]

@@ -17,6 +17,11 @@ from per-worker random state: its intervals change with the partitioning.)
 
 A word w becomes k = #{j : w >= T_j}, T_j = floor(2**32 P(X <= j)) for X ~ Poisson(1),
 j = 0..11: P(k) matches the Poisson pmf to within 2**-32 (P(X >= 12) < 2**-32 is cut).
+
+``generator="hash"`` draws the words from a 32-bit integer hash of (seed, id, replicate)
+instead (``jaxcal/streaming/_hash.py``), written with operations every SQL engine has, so
+that :func:`jaxcal.sql.state_query` draws the same replicate weights in a warehouse. The
+default stays ``"threefry"``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import numpy as np
 from jaxcal._core.checks import check_option, check_positive_int, check_probs_labels
 from jaxcal._core.random import resample_seeds, threefry2x32
 from jaxcal.metrics._ece import AVERAGES, check_norm
+from jaxcal.streaming._hash import replicate_words, row_words
 from jaxcal.streaming._replicates import replicate_sums
 from jaxcal.streaming._state import (
     CalibrationState,
@@ -63,12 +69,20 @@ def poisson_counts(words: jax.Array) -> jax.Array:
     return counts
 
 
-def poisson_weights(key: jax.Array, ids: jax.Array, n_replicates: int) -> jax.Array:
+#: The replicate weights' generators (``poisson_update``'s ``generator``).
+GENERATORS = ("threefry", "hash")
+
+
+def poisson_weights(
+    key: jax.Array, ids: jax.Array, n_replicates: int, generator: str = "threefry"
+) -> jax.Array:
     """Multiplicities ``(B, N)`` int32 of the examples ``ids`` in the B replicates.
 
     ``ids``: ``(N,)`` non-negative integers below 2**32, or ``(N, 2)`` uint32 (high, low)
     words of larger ids. A function of (key, id, replicate) alone.
     """
+    if generator == "hash":
+        return poisson_counts(row_words(replicate_words(key, n_replicates), ids))
     seeds = resample_seeds(key, -(-n_replicates // 2))  # (Q, 2)
     return seeded_weights(seeds, ids)[:n_replicates]
 
@@ -117,34 +131,44 @@ def _replicates(states: Any) -> CalibrationState:
 REPLICATE_CHUNK = 16
 
 
-def chunked_sums(sums_of, key, ids, weights, n_replicates, dtype):
+def chunked_sums(sums_of, key, ids, weights, n_replicates, dtype, generator="threefry"):
     """``sums_of(w)`` for the Poisson weights ``w`` ``(C, N)`` of each chunk of C replicates,
     each output with its leading C axes joined into one of B = ``n_replicates``.
 
     Each chunk draws its own replicates' weights (``seeded_weights()``), so only C x N
     weights are alive at a time, never B x N; a last chunk past B computes replicates that
     are dropped. ``weights``: the rows' ``(N,)`` weights (padding 0), or None.
+    ``generator``: ``"threefry"`` or ``"hash"`` (module docstring).
     """
     chunk = min(REPLICATE_CHUNK, n_replicates + n_replicates % 2)
     n_chunks = -(-n_replicates // chunk)
-    seeds = resample_seeds(key, n_chunks * chunk // 2).reshape(n_chunks, chunk // 2, 2)
+    if generator == "hash":
+        seeds = replicate_words(key, n_chunks * chunk).reshape(n_chunks, chunk)
+    else:
+        seeds = resample_seeds(key, n_chunks * chunk // 2).reshape(n_chunks, chunk // 2, 2)
+
+    def draw(chunk_seeds):
+        if generator == "hash":
+            return poisson_counts(row_words(chunk_seeds, ids))
+        return seeded_weights(chunk_seeds, ids)
 
     def one_chunk(chunk_seeds):
-        w = seeded_weights(chunk_seeds, ids).astype(dtype)
+        w = draw(chunk_seeds).astype(dtype)
         return sums_of(w if weights is None else w * weights.astype(dtype)[None, :])
 
     sums = jax.lax.map(one_chunk, seeds)
     return jax.tree_util.tree_map(lambda x: x.reshape(-1, *x.shape[2:])[:n_replicates], sums)
 
 
-@jax.jit
-def _poisson_update_kernel(states, probs, labels, weights, ids, key):
+@partial(jax.jit, static_argnames="generator")
+def _poisson_update_kernel(states, probs, labels, weights, ids, key, generator="threefry"):
     probs, labels, weights = mask_padding(states, probs, labels, weights)
 
     def sums_of(w):
         return replicate_sums(probs, labels, w, states.resolution, states.closed, states.binary)
 
-    sums = chunked_sums(sums_of, key, ids, weights, states.totals.shape[0], states.dtype)
+    n = states.totals.shape[0]
+    sums = chunked_sums(sums_of, key, ids, weights, n, states.dtype, generator)
     return jax.vmap(add_batch)(states, sums)
 
 
@@ -156,6 +180,7 @@ def poisson_update(
     *,
     key: jax.Array,
     weights: Any = None,
+    generator: str = "threefry",
 ) -> CalibrationState:
     """Add a batch to the B replicate states, example ``ids[i]`` with its Poisson weight.
 
@@ -166,6 +191,9 @@ def poisson_update(
       ids: ``(N,)`` non-negative integer ids, unique over the whole stream (e.g. the row
         number in the data set), below 2**32; or ``(N, 2)`` uint32 (high, low) words.
       key: a JAX key, the same for every batch, shard and machine of the stream.
+      generator: ``"threefry"`` (default: Threefry-2x32 words) or ``"hash"``: the 32-bit
+        integer hash that SQL engines draw too (:func:`jaxcal.sql.state_query` with
+        ``row_key``), for ``key = jax.random.key(seed)``; see the module docstring.
 
     Returns:
       The updated replicate states. The same data give the same states whatever the
@@ -186,8 +214,9 @@ def poisson_update(
       True
     """
     states = _replicates(states)
+    check_option("generator", generator, GENERATORS)
     probs, labels, weights, ids = check_batch(states, probs, labels, ids, weights)
-    return _poisson_update_kernel(states, probs, labels, weights, ids, key)
+    return _poisson_update_kernel(states, probs, labels, weights, ids, key, generator)
 
 
 def check_batch(states: CalibrationState, probs, labels, ids, weights):

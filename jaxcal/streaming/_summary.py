@@ -81,8 +81,8 @@ def summary_init(
     return SummaryReplicates(states, count, sums, jnp.zeros_like(sums))
 
 
-@partial(jax.jit, donate_argnums=0)
-def _summary_update_kernel(reps, probs, labels, weights, ids, key):
+@partial(jax.jit, donate_argnums=0, static_argnames="generator")
+def _summary_update_kernel(reps, probs, labels, weights, ids, key, generator="threefry"):
     states = reps.states
     probs, labels, weights = mask_padding(states, probs, labels, weights)
     m, closed, binary = states.resolution, states.closed, states.binary
@@ -92,7 +92,7 @@ def _summary_update_kernel(reps, probs, labels, weights, ids, key):
         return coarse, view_sums(probs, labels, w, reps.count.shape[-1], closed)
 
     coarse, (count, sums) = chunked_sums(
-        sums_of, key, ids, weights, states.totals.shape[0], states.dtype
+        sums_of, key, ids, weights, states.totals.shape[0], states.dtype, generator
     )
     high, err = two_sum(reps.sums, sums.astype(states.dtype))
     return SummaryReplicates(
@@ -108,6 +108,7 @@ def summary_update(
     *,
     key: jax.Array,
     weights: Any = None,
+    generator: str = "threefry",
 ) -> SummaryReplicates:
     """Add a batch to the replicates, example ``ids[i]`` with its Poisson weight.
 
@@ -115,7 +116,7 @@ def summary_update(
     the result (one copy of the replicates alive, not two), so use only the returned value.
     """
     probs, labels, weights, ids = check_batch(reps.states, probs, labels, ids, weights)
-    return _summary_update_kernel(reps, probs, labels, weights, ids, key)
+    return _summary_update_kernel(reps, probs, labels, weights, ids, key, generator)
 
 
 def summary_cells(reps: SummaryReplicates) -> BinStats:
