@@ -37,6 +37,7 @@ from jaxcal.cli._report import CONFIDENCE, compute_report, report_calls
 from jaxcal.cli._segments import compute_segments, print_segments, read_column
 from jaxcal.cli._validate import validate
 from jaxcal.cli._verdict import verdict
+from jaxcal.cli._warehouse import report_warehouse
 
 DESCRIPTION = textwrap.fill(
     "Print the calibration report of predictions and labels: a verdict line per model "
@@ -79,7 +80,6 @@ reference: every input format in full, what each row and test is, the verdict's 
 and the --json schema are on the documentation's "jaxcal report" page
 (docs/guides/report.md in the source).
 """
-from jaxcal.cli._warehouse import report_warehouse
 
 
 def _parser() -> argparse.ArgumentParser:
