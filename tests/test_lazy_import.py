@@ -23,7 +23,7 @@ HEAVY = ("matplotlib", "pandas", "pyarrow", "sklearn", "scipy", "dask", "polars"
 
 #: Public subpackages reached only by an explicit import (host-side, optional extras):
 #: every other public subpackage must be one line of ``jaxcal._NAMESPACES``.
-EXPLICIT_ONLY = {"cli", "plot", "sklearn"}
+EXPLICIT_ONLY = {"cli", "plot", "sklearn", "spark", "sql"}  # host-side extras
 
 
 def _run(code: str) -> dict:

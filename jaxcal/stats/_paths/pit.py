@@ -17,7 +17,8 @@ import numpy as np
 
 from jaxcal._core.checks import as_float, check_unit_interval, check_weights
 from jaxcal._core.numerics import compute_dtype, safe_divide
-from jaxcal.stats._result import TestResult
+from jaxcal.stats._paths.brownian import log_brownian_max_sf, log_brownian_range_sf
+from jaxcal.stats._result import TestResult, make_result
 
 #: Terms of the series (exp(-2 k^2 x^2) < 1e-300 for k = 40 once x >= 0.45).
 _TERMS = 40
@@ -95,7 +96,10 @@ def _pit_test_kernel(u, weights, correction):
     empty = n_eff <= 0
     p_ks = jnp.where(empty, 1.0, kolmogorov_sf(x_ks)).astype(dtype)
     p_ku = jnp.where(empty, 1.0, kuiper_sf(x_ku)).astype(dtype)
-    return PITTestResult(TestResult(d, p_ks), TestResult(v, p_ku), n_eff)
+    # the logs from the Brownian laws' log survival functions (finite far beyond underflow)
+    log_ks = jnp.where(empty, 0.0, log_brownian_max_sf(x_ks)).astype(dtype)
+    log_ku = jnp.where(empty, 0.0, log_brownian_range_sf(x_ku)).astype(dtype)
+    return PITTestResult(make_result(d, p_ks, log_ks), make_result(v, p_ku, log_ku), n_eff)
 
 
 def pit_test(pit_values: Any, *, correction: bool = True, weights: Any = None) -> PITTestResult:
