@@ -140,7 +140,8 @@ of the schema) (with intervals); ``brier_reliability``, ``brier_resolution``, ``
 Test NAMEs: ``ks``, ``kuiper``, ``spiegelhalter`` (two-sided), ``ece_consistency``, and
 ``skce``, whose entry adds ``"estimate"`` (the unbiased SKCE, printed in the table),
 ``"bandwidth"`` and ``"method"`` (``"asymptotic"`` or ``"block"``; the statistic is the
-asymptotic test's n/(n-1) SKCE_u - SKCE_b, or the block test's z). HARNESS:
+asymptotic test's n/(n-1) SKCE_u - SKCE_b, or the block test's z), ``"reliable"`` and
+``"expected_errors"`` (the asymptotic null holds its size only with >= 10 expected errors). HARNESS:
 ``hle_calibration_error``; HELM's ``ece_10_bin``, ``ece_1_bin``, ``selective_cov_acc_area``,
 ``selective_acc@10``, ``platt_coef``, ``platt_intercept``, ``platt_ece_10_bin``,
 ``platt_ece_1_bin``; the temperature-tuned ``temperature``, ``brier``,
