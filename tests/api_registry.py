@@ -471,6 +471,16 @@ METRICS = [
         skip=_RESAMPLED,
     ),
     _metric(jaxcal.skce_test, "skce_test.block", grad=(), method="block", block_size=4),
+    Entry(
+        "skce_test.consistency",
+        jaxcal.skce_test,
+        lambda p, y, w, key: jaxcal.skce_test(
+            p, y, key=key, n_resamples=16, null="consistency", weights=w
+        ),
+        lambda d, dtype: (*_PROBS(d, dtype), jax.random.key(8)),
+        (*_PLW, FIXED),
+        skip=_RESAMPLED,
+    ),
     _metric(
         jaxcal.skce_test,
         "skce_test.distribution_free",
@@ -505,6 +515,25 @@ METRICS = [
         _PLW,
         # Kish's effective size and the covariance are rescaled by the padding's zero
         # weights only through round-off; the eigenvalues of a 3 x 3 covariance in float32
+        rtol=1e-4,
+        atol=1e-5,
+    ),
+    Entry(
+        "cme_test.consistency",
+        jaxcal.cme_test,
+        lambda p, y, w, key: jaxcal.cme_test(
+            p,
+            y,
+            test_probs=_TEST_P,
+            test_labels=_TEST_Y,
+            null="consistency",
+            key=key,
+            n_resamples=16,
+            weights=w,
+        ),
+        lambda d, dtype: (*_PROBS(d, dtype), jax.random.key(9)),
+        (*_PLW, FIXED),
+        skip=_RESAMPLED,
         rtol=1e-4,
         atol=1e-5,
     ),

@@ -101,7 +101,8 @@ def check_schema(doc, *, fit):
         tests = {"ks", "kuiper", "spiegelhalter", "ece_consistency", "skce"}
         assert set(model["tests"]) == tests
         for name, t in model["tests"].items():
-            extra = {"estimate", "bandwidth", "method"} if name == "skce" else set()
+            extra = {"estimate", "bandwidth", "method", "reliable", "expected_errors"}
+            extra = extra if name == "skce" else set()
             assert set(t) == {"statistic", "p_value", "log10_p_value"} | extra
             assert 0 <= t["p_value"] <= 1 and t["log10_p_value"] <= 1e-6
         assert model["tests"]["skce"]["method"] in ("asymptotic", "block")

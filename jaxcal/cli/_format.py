@@ -125,6 +125,8 @@ def print_report(models: list[Model], results: list[dict], settings: dict, out) 
             stat = _sig(t["estimate"]) if key == "skce" else _num(t["statistic"])
             p = t["p_value"]
             p = "-" if p is None or not math.isfinite(p) else format_p(p, t["log10_p_value"])
+            if key == "skce" and not t.get("reliable", True):  # the asymptotic null fails
+                p += f" unreliable: {t['expected_errors']:.2g} expected errors < 10"
             row += [stat, p]
         rows.append(row)
     _table(rows, out)

@@ -15,7 +15,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import log_ndtr
 
 import jaxcal
 from jaxcal import stats
@@ -138,19 +137,21 @@ def skce_key(key):
 
 
 def skce_numbers(probs, labels, key, n_resamples: int, method: str) -> tuple:
-    """(statistic, p-value, log p-value, estimate, bandwidth) of :func:`jaxcal.stats.skce_test`
+    """(statistic, p-value, log p-value, estimate, bandwidth, reliable, expected errors) of
+    :func:`jaxcal.stats.skce_test`
     (unbiased SKCE, Laplacian kernel, median bandwidth; ``method`` from ``skce_method()``),
     inside the report's kernel."""
     if method == "none":
         nan = jnp.full((), jnp.nan, probs.dtype)
-        return (nan,) * 5
+        return (nan,) * 5 + (jnp.ones((), bool), nan)
     if method == "asymptotic":
         res = stats.skce_test(probs, labels, key=key, n_resamples=n_resamples)
-        log_p = jnp.log(res.p_value)
     else:
         res = stats.skce_test(probs, labels, method="block", block_size=SKCE_BLOCK)
-        log_p = log_ndtr(-res.statistic)
-    return (res.statistic, res.p_value, log_p, res.estimate, res.bandwidth)
+    return (
+        *(res.statistic, res.p_value, res.log_p_value, res.estimate, res.bandwidth),
+        *(res.reliable, res.expected_errors),
+    )
 
 
 def _report_kernel(probs, labels, key_data, *, n_bins, n_resamples):
@@ -184,11 +185,8 @@ def _report_kernel(probs, labels, key_data, *, n_bins, n_resamples):
     if binary:
         out["positive_rate"] = (jnp.mean(labels.astype(probs.dtype)),)
     tests = stats.calibration_tests(probs, labels)
-    z = tests.spiegelhalter.statistic
-    out["ks"] = (*tests.ks, stats.log_brownian_max_sf(tests.ks.statistic))
-    out["kuiper"] = (*tests.kuiper, stats.log_brownian_range_sf(tests.kuiper.statistic))
-    log_p = jnp.minimum(jnp.log(2.0) + log_ndtr(-jnp.abs(z)), 0.0)
-    out["spiegelhalter"] = (z, tests.spiegelhalter.p_value, log_p)
+    for name in ("ks", "kuiper", "spiegelhalter"):  # (statistic, p, log p) each
+        out[name] = tuple(getattr(tests, name))
     cons = stats.consistency_test(
         partial(jaxcal.ece, n_bins=n_bins),
         probs,
@@ -258,6 +256,7 @@ def finish_report(raw: dict, *, skce: str | None = None) -> dict:
             tests[name] = {"statistic": stat, "p_value": p, "log10_p_value": log_p / math.log(10)}
             if name == "skce":
                 tests[name].update(estimate=values[3], bandwidth=values[4], method=skce)
+                tests[name].update(reliable=bool(values[5]), expected_errors=values[6])
         elif len(values) == 3:
             metrics[name] = {"value": values[0], "low": values[1], "high": values[2]}
         else:

@@ -5,6 +5,8 @@ Shapes and options are those of tests/cli/test_report.py (the demo at 50 resampl
 (200,) binary file at --bins 10 and 200 resamples), so the report kernels are shared.
 """
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -54,7 +56,11 @@ def test_demo_selective_block_and_skce_are_the_library_functions(capsys):
     assert_close(np.float32(tests["skce"]["statistic"]), skce.statistic)
     assert_close(np.float32(tests["skce"]["bandwidth"]), skce.bandwidth)
     assert tests["skce"]["p_value"] == pytest.approx(float(skce.p_value))
-    row = _line(out, "SKCE (unbiased, Laplacian, median bandwidth)")
+    line = " ".join(_line(out, "SKCE (unbiased, Laplacian, median bandwidth)"))
+    # a model whose asymptotic null is unreliable (E < 10) has the flag after its p-value
+    flagged = [not m["tests"]["skce"]["reliable"] for m in doc["models"]]
+    assert line.count("unreliable:") == sum(flagged)
+    row = re.sub(r" unreliable: \S+ expected errors < 10", "", line).split()
     assert row[-4] == f"{tests['skce']['estimate']:.4g}"
     # The footnotes state the conventions; the harness block is off by default.
     assert "convention='mean'" in out and "Tied confidences are averaged" in out
@@ -94,13 +100,28 @@ def test_skce_switches_to_the_block_test_beyond_the_stated_cost():
     rng = np.random.default_rng(0)
     p = rng.dirichlet(np.ones(3), size=400).astype(np.float32)
     y = np.zeros(400, np.int32)  # far from calibrated: z is huge
-    stat, _p, log_p, estimate, _ = jax.jit(
+    stat, _p, log_p, estimate, *_ = jax.jit(
         lambda p, y: _report.skce_numbers(p, y, jax.random.key(0), 2, "block")
     )(p, y)
     want = stats.skce_test(p, y, method="block", block_size=_report.SKCE_BLOCK)
     assert_close(stat, want.statistic)
     assert_close(estimate, want.estimate)
     assert np.isfinite(log_p) and log_p < np.log(1e-30)
+
+
+def test_skce_row_flags_an_unreliable_null(tmp_path, capsys):
+    """Issue 34: calibrated predictions near 0 and 1 (E = 0.2 expected errors): the SKCE
+    row says its p-value is unreliable, and the JSON says why."""
+    rng = np.random.default_rng(3)
+    p = np.where(rng.random(200) < 0.5, 1e-3, 1 - 1e-3).astype(np.float32)
+    y = (rng.random(200) < p).astype(np.int32)
+    np.savez(tmp_path / "preds.npz", probs=p, labels=y)
+    assert main(["report", str(tmp_path / "preds.npz"), "--resamples", "20"]) == 0
+    row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("SKCE")]
+    assert len(row) == 1 and "unreliable: 0.2 expected errors < 10" in row[0], row
+    report = json_report(["report", str(tmp_path / "preds.npz"), "--resamples", "20"], capsys)
+    skce = report["models"][0]["tests"]["skce"]
+    assert skce["reliable"] is False and skce["expected_errors"] == pytest.approx(0.2, rel=1e-3)
 
 
 def test_streamed_report_says_the_blocks_need_the_in_memory_report(tmp_path, capsys):

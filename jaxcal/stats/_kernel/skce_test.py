@@ -350,7 +350,7 @@ def skce_test(
         n_resamples = check_n_resamples(n_resamples)
         batch_size = check_batch_size(batch_size)
         if n < 2:
-            raise ValueError(f"method='asymptotic' needs at least 2 samples; got {n}.")
+            raise ValueError(f"method={method!r} needs at least 2 samples; got {n}.")
     if null == "consistency":
         size = None if method == "asymptotic" else block_size
         c = probs.shape[1] if probs.ndim == 2 and kind == "canonical" else 1
