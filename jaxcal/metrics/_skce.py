@@ -182,10 +182,14 @@ def skce(
     Kernels on the predictions (``kernel=``): ``"laplacian"`` ``exp(-||p - p'||_2 / h)``
     (KernelFunctions' ``ExponentialKernel() ∘ ScaleTransform(1/h)``), ``"gaussian"``
     ``exp(-||p - p'||_2^2 / (2 h^2))`` (``SqExponentialKernel() ∘ ScaleTransform(1/h)``).
-    ``bandwidth=None`` takes the median heuristic: the median of the pairwise distances
-    ``||p_i - p_j||_2`` (i < j, weighted ``w_i w_j``; among at most 1024 evenly strided
-    rows beyond that many; the median of the positive distances when half the pairs or
-    more are ties; computed without gradient).
+    ``bandwidth=None`` takes the median heuristic: the **lower** median of the pairwise
+    distances ``||p_i - p_j||_2`` (i < j, weighted ``w_i w_j``): the smallest distance
+    with at least half the pair weight at or below it, so with an even number of pairs
+    the lower of the two middle values, not their mean as ``numpy.median`` and Julia's
+    ``median`` take (the SKCE then differs at small N). Among at most 1024 evenly
+    strided rows beyond that many; the lower median of the positive distances when half
+    the pairs or more are ties; computed without gradient.
+    Pass ``bandwidth=`` explicitly to match a reference that uses the usual median.
 
     Which vector the kernel compares (``kind=``): for 1-D ``probs`` the scalar ``p`` (as
     the reference's binary methods, ``k(p, p')`` on probabilities, where the inner product
@@ -212,7 +216,8 @@ def skce(
       probs: ``(N,)`` positive-class probabilities or ``(N, K)`` rows on the simplex.
       labels: ``(N,)`` int labels: 0/1 for 1-D probs, in ``[0, K)`` for 2-D.
       kernel: ``"laplacian"`` or ``"gaussian"``.
-      bandwidth: ``h > 0`` (number or 0-d array, traced), or None for the median heuristic.
+      bandwidth: ``h > 0`` (number or 0-d array, traced), or None for the median heuristic
+        (the lower median, above).
       estimator: ``"unbiased"``, ``"biased"`` or ``"block"``.
       block_size: m >= 2 samples per block (``estimator="block"`` only), at most N.
       kind: ``"canonical"`` or ``"top_label"`` (2-D ``probs`` only; ignored for 1-D).

@@ -108,8 +108,9 @@ def ucme(
     them uniformly from the simplex; Widmann et al. also choose them to maximise the
     test's power on held-out data).
 
-    Kernels and ``bandwidth=None`` (the median heuristic of the data's pairwise
-    distances) as :func:`~jaxcal.metrics.skce`.
+    Kernels and ``bandwidth=None`` (the median heuristic: the lower weighted median of
+    the data's pairwise distances, not the mean of the two middle values) as
+    :func:`~jaxcal.metrics.skce`.
 
     Args:
       probs: ``(N,)`` positive-class probabilities or ``(N, K)`` rows on the simplex.
@@ -117,7 +118,7 @@ def ucme(
       test_probs: ``(m,)`` or ``(m, K)`` test predictions, shaped like ``probs``' rows.
       test_labels: ``(m,)`` test targets (0/1, or in ``[0, K)``).
       kernel: ``"laplacian"`` or ``"gaussian"``.
-      bandwidth: ``h > 0`` (traced), or None for the median heuristic.
+      bandwidth: ``h > 0`` (traced), or None for the median heuristic (lower median).
       weights: optional ``(N,)`` non-negative sample weights; 0 masks padding.
 
     Returns:

@@ -149,10 +149,23 @@ def helm_calibration(max_probs: Any, correct: Any, *, num_bins: int = 10) -> Hel
       correctness on ``logit(clip(p, 1e-12, 1 − 1e-12))`` (scikit-learn's
       ``LogisticRegression(C=1e10)``, i.e. unpenalised; here the exact maximum-likelihood
       fit of :func:`~jaxcal.calibrators.platt_scaling`, which scikit-learn's L-BFGS
-      reaches within its tolerance, about 1e-4 relative), then ``platt_ece_10_bin`` and
+      reaches within its tolerance, about 1e-4 relative, wherever it exists: see
+      separable data below), then ``platt_ece_10_bin`` and
       ``platt_ece_1_bin`` of the recalibrated confidences. When every answer is right
       or every one wrong, HELM skips the fit: both Platt ECEs are 0, coefficient and
       intercept NaN (HELM omits them).
+
+    **Separable data** (every right answer more confident than every wrong one,
+    frequent at small N): no maximum-likelihood fit exists, the likelihood keeps
+    rising as the coefficient grows, and the Platt fields are **not** HELM's. HELM's
+    numbers there are wherever scikit-learn's L-BFGS stops on the nearly flat
+    objective (its default tolerance 1e-4), neither the MLE nor the optimum of its
+    ``C=1e10`` penalty: on confidences (0.3, 0.4, 0.5, 0.8, 0.9) with the last two
+    right, HELM reports ``platt_coef`` 11.0 and intercept −7.2, the ``C=1e10`` optimum
+    is about 28, and this preset, whose fit of
+    :func:`~jaxcal.calibrators.platt_scaling` stops elsewhere on the same flat
+    objective, about 17; the Platt ECEs (near 0 in both) differ accordingly. Read the
+    Platt fields as "perfectly separable" there; the other fields are exact.
 
     Ties in ``max_probs``: the selective statistics average over the orders of tied
     confidences (HELM's ``np.argsort(-probs)`` leaves them in NumPy's unstable order);

@@ -10,10 +10,13 @@ operating points (:func:`~jaxcal.selective.risk_at_coverage`,
 (:func:`~jaxcal.selective.correctness_auroc`) and LM-Polygraph's prediction-rejection
 ratio (:func:`~jaxcal.selective.prediction_rejection_ratio`).
 
-Every function takes ``(confidence, labels)``: ``(N, K)`` class probabilities with class
-labels (top-label confidence and correctness), or ``(N,)`` confidence scores of any
-scale with the correctness of each prediction (0/1, or a float quality in [0, 1]), as
-LLM evaluations have them; ``weights=`` and ``groups=`` as in :mod:`jaxcal.metrics`.
+Every function takes ``(probs, labels)`` as the rest of jaxcal: ``(N, K)`` class
+probabilities with class labels (top-label confidence and correctness), or ``(N,)`` a
+binary model's probability of the positive class with 0/1 labels (the rows
+``(1 - p, p)``: confidence max(p, 1 - p)). Confidence scores of any scale with the
+correctness of each prediction (0/1, or a float quality in [0, 1]), as LLM evaluations
+have them, go by name: ``aurc(confidence=scores, correct=correct)``. ``weights=`` and
+``groups=`` as in :mod:`jaxcal.metrics`.
 Each sorts the samples once by confidence (O(N log N)), averages tied confidences over
 their orders, and runs under ``jit`` and ``vmap``; derivatives flow to ``weights`` and a
 float quality (the confidence enters through its order only).

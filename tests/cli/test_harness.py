@@ -19,7 +19,9 @@ def _direct(confidence, correct, logits, labels) -> dict:
         k: float(v) for k, v in presets.helm_calibration(confidence, correct).helm_stats().items()
     }
     out["hle_calibration_error"] = float(presets.hle_calibration_error(confidence, correct).value)
-    out |= {k: float(v) for k, v in presets.temperature_tuned(logits, labels)._asdict().items()}
+    tuned = presets.temperature_tuned(logits, labels)._asdict()
+    tuned.pop("at_bound")  # a flag of the Python result, not a row of the block
+    out |= {k: float(v) for k, v in tuned.items()}
     return out
 
 
