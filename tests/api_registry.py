@@ -1296,6 +1296,7 @@ REGRESSION = [
     _gaussian_measure(regression.mean_absolute_calibration_error),
     _gaussian_measure(regression.root_mean_squared_calibration_error),
     _gaussian_measure(regression.qce),
+    _gaussian_measure(regression.soft_miscalibration_area, grad=(0, 1), n_levels=11),
     _gaussian_measure(regression.conditional_qce, n_bins=4),
     _gaussian_measure(regression.ence, n_bins=4),
     _gaussian_measure(regression.uce, n_bins=4),

@@ -5,7 +5,8 @@ Predictions come in three forms, each a pytree: :class:`Gaussian` ``(mean, std)`
 
 * average calibration: :func:`pit`, :func:`calibration_curve`, :func:`miscalibration_area`,
   :func:`mean_absolute_calibration_error`, :func:`root_mean_squared_calibration_error`
-  (uncertainty-toolbox's), :func:`qce` (netcal's M-QCE);
+  (uncertainty-toolbox's), :func:`qce` (netcal's M-QCE), and the differentiable
+  :func:`soft_miscalibration_area`;
 * variance calibration: :func:`variance_curve` (binned RMV against RMSE), :func:`ence`,
   :func:`uce` and :func:`conditional_qce` (netcal's binning);
 * proper scores: :func:`crps_gaussian`, :func:`crps_ensemble`, :func:`crps_quantile`,
@@ -34,6 +35,7 @@ from jaxcal.regression._calibration import (
     miscalibration_area,
     qce,
     root_mean_squared_calibration_error,
+    soft_miscalibration_area,
 )
 from jaxcal.regression._corp import (
     MeanReliability,
@@ -92,6 +94,7 @@ __all__ = [
     "pit",
     "qce",
     "root_mean_squared_calibration_error",
+    "soft_miscalibration_area",
     "std_scaling",
     "uce",
     "variance_curve",

@@ -113,3 +113,19 @@ def test_bad_input():
         R.pit(R.Quantiles(jnp.zeros((3, 2)), jnp.array([0.5, 0.4])), jnp.zeros(3))
     with pytest.raises(ValueError, match="`pred` must be"):
         R.pit((jnp.zeros(3), jnp.ones(3)), jnp.zeros(3))
+
+
+def test_soft_area_tends_to_the_hard_one_and_has_gradients():
+    mean, std, y = _data(n=200, seed=4)
+    with x64():
+        g, yj = R.Gaussian(jnp.asarray(mean), jnp.asarray(std)), jnp.asarray(y)
+        hard = R.miscalibration_area(g, yj, n_levels=21)
+        soft = R.soft_miscalibration_area(g, yj, n_levels=21, temperature=1e-4)
+        assert abs(float(soft) - float(hard)) < 2e-3
+        m, s = jnp.asarray(mean[:20]), jnp.asarray(std[:20])
+
+        def f(m, s):
+            g = R.Gaussian(m, s)
+            return R.soft_miscalibration_area(g, yj[:20], n_levels=11, temperature=0.05)
+
+        jax.test_util.check_grads(f, (m, s), 1, modes="rev", atol=1e-4, rtol=1e-3)
