@@ -140,6 +140,14 @@ def report_warehouse(args: argparse.Namespace) -> int:
         if not Path(source).exists():
             raise InputError(f"--state {source}: no such file.")
         table = source
+        try:
+            import pyarrow.parquet as pq
+
+            stored = (pq.read_schema(source).metadata or {}).get(b"seed", b"").decode()
+        except (OSError, ValueError) as err:
+            raise InputError(f"--state {source}: not a Parquet file ({err}).") from err
+        if stored:  # the seed the replicates were drawn with, not --seed
+            args.seed = int(stored)
     models, resamples, resolution = [], 0, 0
     for name, value in _states(table, source):
         model, (resamples, resolution) = _model(name, value, source, args.bins)
