@@ -58,6 +58,17 @@ _LOCK = threading.Lock()
 _PLAIN = (type(None), bool, int, float, str)
 
 
+def on_one_device(*arrays: Any) -> bool:
+    """Every JAX array among ``arrays`` lives on a single device (padding gathers rows on
+    the host, and the stored programs are single-device: an array sharded over a mesh is
+    called as it is)."""
+    for x in arrays:
+        sharding = getattr(x, "sharding", None)
+        if sharding is not None and len(sharding.device_set) != 1:
+            return False
+    return True
+
+
 def size_class(n: int) -> int:
     """The padded number of rows for ``n`` rows: ``MIN_ROWS``, then ``2**k`` or ``1.5 * 2**k``.
 

@@ -38,7 +38,7 @@ from jaxcal._core.checks import (
     values_checkable,
 )
 from jaxcal._core.confidence import RowStats, input_row_stats
-from jaxcal._core.eager import PAD_MAX_ROWS, call_padded, size_class
+from jaxcal._core.eager import PAD_MAX_ROWS, call_padded, on_one_device, size_class
 from jaxcal._core.numerics import compute_dtype, mask_unweighted
 
 
@@ -279,7 +279,12 @@ def run_validated(
         return result
     identity = (kernel, static) if signature is None else signature
     n = user_probs.shape[0]
-    pad = pad and signature is None and n <= PAD_MAX_ROWS and _sharded_on_one_device(probs)
+    pad = (
+        pad
+        and signature is None
+        and n <= PAD_MAX_ROWS
+        and on_one_device(probs, labels, weights, diagnose, *_arrays(static))
+    )
     key = _signature(identity, user_probs, labels, weights, rows=size_class(n) if pad else None)
     if key not in _SEEN:
         check_probs(user_probs, probs_name)
@@ -299,9 +304,3 @@ def run_validated(
 
 def _arrays(values: tuple) -> list:
     return [v for v in values if isinstance(v, jax.Array)]
-
-
-def _sharded_on_one_device(x: Any) -> bool:
-    """Padding gathers rows on the host: only for arrays that live on one device."""
-    sharding = getattr(x, "sharding", None)
-    return sharding is None or len(sharding.device_set) == 1

@@ -21,7 +21,13 @@ import optax
 
 from jaxcal._core.cache import option_key
 from jaxcal._core.checks import check_positive_int, is_tracing, values_checkable
-from jaxcal._core.eager import PAD_MAX_ROWS, apply_padded, call_padded, outputs_free_of_rows
+from jaxcal._core.eager import (
+    PAD_MAX_ROWS,
+    apply_padded,
+    call_padded,
+    on_one_device,
+    outputs_free_of_rows,
+)
 from jaxcal._core.numerics import safe_divide, scale_free, vary_like
 from jaxcal.calibrators._inputs import (
     check_binary_inputs,
@@ -152,8 +158,9 @@ class ValidatedApply:
 
 def _pads(*arrays: Any) -> bool:
     """An eager call (concrete arrays, no transformation) of a size worth padding."""
-    x = arrays[0]
-    return x.shape[0] <= PAD_MAX_ROWS and values_checkable(*[a for a in arrays if a is not None])
+    arrays = [a for a in arrays if a is not None]
+    small = arrays[0].shape[0] <= PAD_MAX_ROWS
+    return small and values_checkable(*arrays) and on_one_device(*arrays)
 
 
 def _masked_fit(x, labels, weights, kernel, inputs):
