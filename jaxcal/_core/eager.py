@@ -103,6 +103,14 @@ def _abstract(x: Any) -> tuple:
     return (tuple(x.shape), str(jax.dtypes.canonicalize_dtype(x.dtype)))
 
 
+def _placement(arrays: Any) -> tuple:
+    """The device of each committed JAX array (a program is compiled for its devices)."""
+    return tuple(
+        next(iter(a.sharding.device_set)).id if getattr(a, "committed", False) else None
+        for a in jax.tree.leaves(arrays)
+    )
+
+
 def call_padded(kernel: Callable, probs: Any, labels: Any, weights: Any, static: tuple) -> Any:
     """``kernel(probs, labels, weights, *static)`` on rows padded to ``size_class(N)``.
 
@@ -150,7 +158,7 @@ def _run(kernel: Callable, slots: tuple, *arrays: Any) -> Any:
 def _executable(kernel: Callable, slots: tuple, arrays: list) -> Any:
     options = tuple(s if isinstance(s, int) else option_key(s.value) for s in slots)
     signature = tuple(_abstract(a) for a in arrays)
-    key = (kernel, options, signature)
+    key = (kernel, options, signature, _placement(arrays))
     with _LOCK:
         found = _EXECUTABLES.get(key)
     if found is not None:
@@ -191,6 +199,7 @@ def apply_padded(kernel: Callable, params: Any, x: Any) -> jax.Array:
     padded = _pad_rows(x, n, m) if m != n else x
     leaves, treedef = jax.tree.flatten(params)
     key = (kernel, treedef, tuple(_abstract(v) for v in leaves), _abstract(padded))
+    key += (_placement((leaves, padded)),)
     with _LOCK:
         compiled = _EXECUTABLES.get(key)
     if compiled is None:
