@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -84,3 +84,35 @@ def make_result(statistic: jax.Array, p_value: jax.Array, log_p_value: jax.Array
     log_p_value = log_p_value.astype(p_value.dtype)
     p = jnp.where(log_p_value == -jnp.inf, jnp.zeros((), p_value.dtype), jnp.maximum(p_value, tiny))
     return TestResult(statistic, p, log_p_value)
+
+
+def summary_repr(result: Any) -> str:
+    """The repr of a resampling result (a NamedTuple): its 0-d fields as numbers, a field of
+    many values (the resamples) as their count, mean and range, not a thousand numbers.
+    Traced or batched results fall back to the fields' own reprs.
+
+    Example:
+      >>> from typing import Any, NamedTuple
+      >>> class R(NamedTuple):
+      ...     estimate: jax.Array
+      ...     samples: jax.Array
+      >>> summary_repr(R(jnp.asarray(0.25), jnp.linspace(0.2, 0.3, 1000)))
+      'R(estimate=0.25, samples=<1000 values: mean 0.25, min 0.2, max 0.3>)'
+    """
+    parts = []
+    for name, value in zip(result._fields, result, strict=True):
+        text = _text(value, lambda v: f"{float(v):.6g}")
+        if text is None:
+            try:
+                arr = np.asarray(jax.device_get(value), np.float64)
+            except Exception:  # a tracer: nothing concrete to summarise
+                arr = None
+            if arr is None or arr.ndim != 1:
+                text = repr(value)
+            else:
+                text = (
+                    f"<{arr.size} values: mean {arr.mean():.6g}, min {arr.min():.6g}, "
+                    f"max {arr.max():.6g}>"
+                )
+        parts.append(f"{name}={text}")
+    return f"{type(result).__name__}({', '.join(parts)})"

@@ -243,3 +243,22 @@ def test_one_resample_per_batch_runs_the_metric_unbatched():
     extra = scratch(boot(1)) - scratch(metric)
     assert extra < 1.5 * p.nbytes, extra / p.nbytes  # was 2.2 input sizes
     assert_close(boot(1)(p, y), boot(2)(p, y), rtol=1e-6)  # last-bit float32 differences
+
+
+def test_resampling_results_print_a_summary_not_every_resample():
+    """N10 of the 2026-11-28 findings: print() of a bootstrap or consistency result dumped
+    1000 values."""
+    import jax
+    import numpy as np
+
+    import jaxcal
+
+    rng = np.random.default_rng(0)
+    p = rng.random(200).astype(np.float32)
+    y = (rng.random(200) < p).astype(np.int32)
+    for result in (
+        jaxcal.stats.bootstrap_ci(jaxcal.ece, p, y, key=jax.random.key(0)),
+        jaxcal.stats.consistency_test(jaxcal.ece, p, y, key=jax.random.key(0)),
+    ):
+        text = repr(result)
+        assert "<1000 values: mean" in text and len(text) < 300, text

@@ -33,6 +33,7 @@ from jaxcal.stats._resampling.consistency import (
     tail_p_value,
     vmap_batch,
 )
+from jaxcal.stats._result import summary_repr
 
 METHODS = ("percentile", "basic", "bca")
 
@@ -51,6 +52,9 @@ class BootstrapResult(NamedTuple):
     high: jax.Array
     samples: jax.Array
 
+    def __repr__(self) -> str:  # the resamples summarised, not printed one by one
+        return summary_repr(self)
+
 
 class PairedBootstrapResult(NamedTuple):
     """Result of :func:`~jaxcal.stats.paired_bootstrap`.
@@ -67,6 +71,9 @@ class PairedBootstrapResult(NamedTuple):
     high: jax.Array
     p_value: jax.Array
     samples: jax.Array
+
+    def __repr__(self) -> str:  # the resamples summarised, not printed one by one
+        return summary_repr(self)
 
 
 def _check_options(metric, n_resamples, confidence, method, batch_size):

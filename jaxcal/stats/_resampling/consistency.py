@@ -47,6 +47,7 @@ from jaxcal.stats._resampling.binned_null import (
     ece_from_counts,
     hit_counts,
 )
+from jaxcal.stats._result import summary_repr
 
 #: With ``batch_size=None`` a batch holds about this many labels (resamples x N): 2**20
 #: int32 labels are 4 MiB, a metric's temporaries a few times that. Small batches keep
@@ -284,6 +285,9 @@ class ConsistencyTestResult(NamedTuple):
     statistic: jax.Array
     p_value: jax.Array
     null: jax.Array
+
+    def __repr__(self) -> str:  # the null draws summarised, not printed one by one
+        return summary_repr(self)
 
 
 @partial(
