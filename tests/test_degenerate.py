@@ -48,7 +48,8 @@ FUNCTIONS = {
     "ici.corp": (lambda p, y, w: stats.ici(p, y, weights=w, smoother="corp"), {}),
     "hosmer_lemeshow_test": (
         lambda p, y, w: stats.hosmer_lemeshow_test(p, y, n_groups=3, weights=w),
-        {"impossible": ("statistic",)},
+        # an impossible outcome: C = +inf, p = 0 and its log -inf (TestResult's convention)
+        {"impossible": ("statistic", "log_p_value")},
     ),
     "observed_expected_ratio": (lambda p, y, w: stats.observed_expected_ratio(p, y, weights=w), {}),
     "corp_curve": (lambda p, y, w: jaxcal.corp_curve(p, y, weights=w), {}),

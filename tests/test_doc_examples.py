@@ -31,7 +31,7 @@ SLOW = {
     "docs/guides/scale.md",
 }
 #: The most ``no-run`` blocks allowed over the whole tree.
-MAX_NO_RUN = 3
+MAX_NO_RUN = 5  # + the warehouse guide's outlines that need an engine or stored tables
 
 BLOCK = re.compile(r"^(?P<indent>[ \t]*)```python[ \t]*\n(?P<body>.*?)^(?P=indent)```", re.M | re.S)
 NO_RUN = re.compile(r"<!--\s*no-run:\s*(?P<reason>\S[^>]*?)\s*-->\s*$")
