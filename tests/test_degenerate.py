@@ -95,7 +95,7 @@ FUNCTIONS = {
     ),
     "multicalibration_error.default": (
         lambda p, y, w: stats.multicalibration_error(p, y, _ids(p.shape[0]), n_groups=2, weights=w),
-        {"impossible": ("statistic",), "one class": ("mce_relative",)},
+        {"impossible": ("statistic", "log_p_value"), "one class": ("mce_relative",)},
     ),
     "subpopulation_test": (
         lambda p, y, w: stats.subpopulation_test(p, y, _ids(p.shape[0]) == 0, weights=w),
@@ -105,7 +105,7 @@ FUNCTIONS = {
         lambda p, y, w: stats.calibration_tests(
             p, y, groups=_ids(p.shape[0]), n_groups=2, weights=w
         ),
-        {"impossible": ("statistic",)},
+        {"impossible": ("statistic", "log_p_value")},
     ),
     "ece.groups": (
         lambda p, y, w: jaxcal.ece(p, y, groups=_ids(p.shape[0]), n_groups=2, weights=w),

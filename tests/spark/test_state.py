@@ -26,6 +26,11 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::FutureWarning"),
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    # Spark starts its JVM with subprocess (fork, then exec of java at once): JAX's fork
+    # hook warns that a fork in a multithreaded process may deadlock, which holds only
+    # for a child that keeps running Python; in the full suite JAX is already running.
+    pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning"),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
 ]
 
 
