@@ -11,7 +11,7 @@ from scipy import special, stats
 
 from jaxcal import regression
 from jaxcal.stats import pit_test
-from jaxcal.stats._paths.pit import kolmogorov_sf, kuiper_sf
+from jaxcal.stats._paths.pit import kolmogorov_sf, kuiper_sf, log_bridge_sfs
 from tests.helpers import assert_close, x64
 
 
@@ -28,6 +28,27 @@ def test_laws():
     assert_close(got, special.kolmogorov(xs), rtol=1e-10, atol=1e-300)
     assert_close(ku, [_kuiper_oracle(x) for x in xs[xs >= 0.5]], rtol=1e-10, atol=1e-300)
     assert float(got[-1]) > 0  # 15.0: p ~ 1e-195, never 0
+
+
+def test_log_p_values_are_the_logs_of_the_same_laws_and_finite_beyond_underflow():
+    """The log p-values of pit_test are those of the bridge laws (not the Brownian
+    motion's of the calibration tests), where the float does not underflow and beyond."""
+    xs = np.array([0.5, 1.0, 2.0, 2.99, 3.0, 4.0, 8.0, 15.0])
+    with x64():
+        log_ks, log_ku = jax.vmap(log_bridge_sfs)(jnp.asarray(xs), jnp.asarray(xs))
+        far = jnp.asarray([30.0, 40.0])
+        far_ks, far_ku = jax.vmap(log_bridge_sfs)(far, far)
+    assert_close(log_ks, np.log(special.kolmogorov(xs)), rtol=1e-10)
+    assert_close(log_ku, np.log([_kuiper_oracle(x) for x in xs]), rtol=1e-10)
+    # beyond float64's range: the leading term 2 exp(-2 x^2) (and (4x^2 - 1) for Kuiper)
+    assert_close(far_ks, np.log(2) - 2 * np.array([900.0, 1600.0]), rtol=1e-12)
+    assert_close(
+        far_ku,
+        np.log(2 * (4 * np.array([900.0, 1600.0]) - 1)) - 2 * np.array([900.0, 1600.0]),
+        rtol=1e-12,
+    )
+    r = pit_test(jnp.asarray(np.linspace(0.0, 0.01, 500)))  # far from uniform
+    assert float(r.ks.p_value) > 0 and np.isfinite(float(r.ks.log_p_value))
 
 
 def test_statistics_equal_scipy():

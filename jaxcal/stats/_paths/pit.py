@@ -17,7 +17,6 @@ import numpy as np
 
 from jaxcal._core.checks import as_float, check_unit_interval, check_weights
 from jaxcal._core.numerics import compute_dtype, safe_divide
-from jaxcal.stats._paths.brownian import log_brownian_max_sf, log_brownian_range_sf
 from jaxcal.stats._result import TestResult, make_result
 
 #: Terms of the series (exp(-2 k^2 x^2) < 1e-300 for k = 40 once x >= 0.45).
@@ -69,6 +68,31 @@ def kuiper_sf(x: jax.Array) -> jax.Array:
     return jnp.clip(jnp.where(x < 0.4, 1.0, p), 0, 1)
 
 
+def log_bridge_sfs(x_ks: jax.Array, x_ku: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``log kolmogorov_sf(x_ks)`` and ``log kuiper_sf(x_ku)``, finite far below the
+    smallest float: in the tails the leading ``2 exp(-2 x^2)`` is factored out of both
+    series (``log 2 - 2 x^2 + log sum_k c_k exp(-2 (k^2 - 1) x^2)``), elsewhere the log of
+    the series itself (there the p-value is above 1e-9)."""
+    k = jnp.arange(1, _TERMS + 1, dtype=x_ks.dtype)
+    shift = k * k - 1
+
+    def tail(x, coefficients):
+        xs = jnp.maximum(x, 1)[..., None]
+        rest = jnp.sum(coefficients(xs) * jnp.exp(-2 * shift * xs * xs), axis=-1)
+        return jnp.log(2.0) - 2 * xs[..., 0] ** 2 + jnp.log(rest)
+
+    sign = jnp.where(k % 2 == 1, 1.0, -1.0).astype(x_ks.dtype)
+    log_ks = jnp.where(
+        x_ks >= 3, tail(x_ks, lambda xs: sign), jnp.log(kolmogorov_sf(jnp.minimum(x_ks, 3)))
+    )
+    log_ku = jnp.where(
+        x_ku >= 3,
+        tail(x_ku, lambda xs: 4 * k * k * xs * xs - 1),
+        jnp.log(kuiper_sf(jnp.minimum(x_ku, 3))),
+    )
+    return log_ks, log_ku
+
+
 @partial(jax.jit, static_argnames=("correction",))
 def _pit_test_kernel(u, weights, correction):
     n = u.shape[0]
@@ -96,9 +120,9 @@ def _pit_test_kernel(u, weights, correction):
     empty = n_eff <= 0
     p_ks = jnp.where(empty, 1.0, kolmogorov_sf(x_ks)).astype(dtype)
     p_ku = jnp.where(empty, 1.0, kuiper_sf(x_ku)).astype(dtype)
-    # the logs from the Brownian laws' log survival functions (finite far beyond underflow)
-    log_ks = jnp.where(empty, 0.0, log_brownian_max_sf(x_ks)).astype(dtype)
-    log_ku = jnp.where(empty, 0.0, log_brownian_range_sf(x_ku)).astype(dtype)
+    log_ks, log_ku = log_bridge_sfs(x_ks, x_ku)  # the same laws, finite beyond underflow
+    log_ks = jnp.where(empty, 0.0, log_ks).astype(dtype)
+    log_ku = jnp.where(empty, 0.0, log_ku).astype(dtype)
     return PITTestResult(make_result(d, p_ks, log_ks), make_result(v, p_ku, log_ku), n_eff)
 
 
