@@ -40,6 +40,31 @@ def x64():
         yield
 
 
+class _BackendCompiles:
+    """Counts XLA compilations (jax.monitoring events) while active."""
+
+    count = 0
+    active = False
+
+    @classmethod
+    def listen(cls, event, duration, **_):
+        if cls.active and event == "/jax/core/compile/backend_compile_duration":
+            cls.count += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_BackendCompiles.listen)
+
+
+def compiles_of(call) -> int:
+    """How many XLA compilations ``call()`` (its results waited for) makes."""
+    _BackendCompiles.count, _BackendCompiles.active = 0, True
+    try:
+        jax.block_until_ready(call())
+    finally:
+        _BackendCompiles.active = False
+    return _BackendCompiles.count
+
+
 def count_compiles(fn):
     """Wrap a jitted ``fn``; ``wrapper.compiles()`` tells how many times it was traced."""
     traces = []

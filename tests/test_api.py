@@ -145,7 +145,7 @@ from tests.api_registry import (  # noqa: E402
     host_only,
     make_data,
 )
-from tests.helpers import assert_close, count_compiles, x64  # noqa: E402
+from tests.helpers import assert_close, compiles_of, count_compiles, x64  # noqa: E402
 
 _IDS = [e.name for e in ENTRIES]
 
@@ -233,30 +233,6 @@ def _assert_same(entry, actual, expected, what):
         assert_close(x, y, err_msg=what, **tol)
 
 
-class _Compiles:
-    """Counts XLA compilations (jax.monitoring events) while active."""
-
-    count = 0
-    active = False
-
-    @classmethod
-    def listen(cls, event, duration, **_):
-        if cls.active and event == "/jax/core/compile/backend_compile_duration":
-            cls.count += 1
-
-
-jax.monitoring.register_event_duration_secs_listener(_Compiles.listen)
-
-
-def _compiles_of(call):
-    _Compiles.count, _Compiles.active = 0, True
-    try:
-        jax.block_until_ready(call())
-    finally:
-        _Compiles.active = False
-    return _Compiles.count
-
-
 #: Known failures of the closure comparison, found by the registry and not yet fixed.
 _CLOSURE_MISMATCH: dict[str, str] = {}
 
@@ -276,7 +252,7 @@ def test_eager_equals_jit_and_closure_and_compiles_once(entry):
     eager = entry.fn(*first)
     _check_outputs(eager, entry.name)
     if "eager_compiles" not in entry.skip:
-        assert _compiles_of(lambda: entry.fn(*second)) == 0, f"{entry.name}: eager recompiled"
+        assert compiles_of(lambda: entry.fn(*second)) == 0, f"{entry.name}: eager recompiled"
     jitted = count_compiles(entry.fn)
     _assert_same(entry, jitted(*first), eager, f"{entry.name}: jit != eager")
     jax.block_until_ready(jitted(*second))
@@ -297,7 +273,7 @@ def test_equal_factory_calls_compile_once(entry):
     first, second = (entry.args(make_data(seed), jnp.float32) for seed in (0, 1))
     jax.block_until_ready(entry.rebuild()(*first))
     fresh = entry.rebuild()
-    assert _compiles_of(lambda: fresh(*second)) == 0, f"{entry.name}: a new factory recompiled"
+    assert compiles_of(lambda: fresh(*second)) == 0, f"{entry.name}: a new factory recompiled"
 
 
 def test_every_factory_has_a_rebuild_entry():

@@ -14,28 +14,7 @@ import pytest
 import jaxcal
 from jaxcal import stats
 from jaxcal._core import eager, store
-from tests.helpers import assert_close
-
-
-class _Compiles:
-    count, active = 0, False
-
-    @classmethod
-    def listen(cls, event, duration, **_):
-        if cls.active and event == "/jax/core/compile/backend_compile_duration":
-            cls.count += 1
-
-
-jax.monitoring.register_event_duration_secs_listener(_Compiles.listen)
-
-
-def _compiles(call):
-    _Compiles.count, _Compiles.active = 0, True
-    try:
-        jax.block_until_ready(call())
-    finally:
-        _Compiles.active = False
-    return _Compiles.count
+from tests.helpers import assert_close, compiles_of
 
 
 def _data(n, k=4, seed=0):
@@ -76,7 +55,7 @@ def test_a_new_n_inside_a_size_class_compiles_nothing_and_equals_the_unpadded_ca
     first, second = _data(1500, seed=1), _data(1400, seed=2)  # both in the class 1536
     assert eager.size_class(1500) == eager.size_class(1400)
     jax.block_until_ready(fn(*first))
-    assert _compiles(lambda: fn(*second)) == 0, f"{name} compiled for a new N in its class"
+    assert compiles_of(lambda: fn(*second)) == 0, f"{name} compiled for a new N in its class"
     unpadded = jax.jit(fn)(*second)  # inside jit: no padding
     for a, b in zip(jax.tree.leaves(fn(*second)), jax.tree.leaves(unpadded), strict=True):
         assert_close(np.asarray(a), np.asarray(b), rtol=2e-6, atol=1e-7)
@@ -158,7 +137,7 @@ def test_calibrator_fit_and_apply_compile_nothing_for_a_new_n_in_their_class():
 
     jax.block_until_ready(cal.apply(cal.fit(*data(1500)), data(1500)[0]))
     logits, labels = data(1400)
-    assert _compiles(lambda: cal.apply(cal.fit(logits, labels), logits)) == 0
+    assert compiles_of(lambda: cal.apply(cal.fit(logits, labels), logits)) == 0
     params = cal.fit(logits, labels)
     probs = cal.apply(params, logits)
     assert probs.shape == (1400, 3)
