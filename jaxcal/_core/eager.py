@@ -111,13 +111,19 @@ def _placement(arrays: Any) -> tuple:
     )
 
 
-def call_padded(kernel: Callable, probs: Any, labels: Any, weights: Any, static: tuple) -> Any:
-    """``kernel(probs, labels, weights, *static)`` on rows padded to ``size_class(N)``.
+def call_padded(
+    kernel: Callable, probs: Any, labels: Any, weights: Any, static: tuple, carry: Any = None
+) -> Any:
+    """``kernel(probs, labels, weights, *static)`` on rows padded to ``size_class(N)``
+    (``kernel(carry, probs, labels, weights, *static)`` when ``carry`` is given).
 
     Arrays of ``static`` whose first axis has N rows (segment ids, membership matrices)
     are padded with the data; other arrays (a key, a traced bandwidth) pass as they are;
-    everything else is a static option of the compiled program. ``weights`` None becomes
-    ones, then zeros on the padding. Eager callers only (concrete arrays, no tracing).
+    everything else is a static option of the compiled program. ``carry``: a pytree of
+    arrays passed as they are, never padded whatever their shapes (a streaming state,
+    whose K or R may equal N); its tree structure is part of the program's key.
+    ``weights`` None becomes ones, then zeros on the padding. Eager callers only
+    (concrete arrays, no tracing).
     """
     n = probs.shape[0]
     m = size_class(n)
@@ -137,6 +143,10 @@ def call_padded(kernel: Callable, probs: Any, labels: Any, weights: Any, static:
         weights_padded = np.asarray(arrays[2]).copy()
         weights_padded[n:] = 0
         arrays[2] = weights_padded
+    if carry is not None:
+        leaves, treedef = jax.tree.flatten(carry)
+        slots.append(_Carry(treedef, len(arrays)))
+        arrays.extend(leaves)
     executable = _executable(kernel, tuple(slots), arrays)
     return executable(*arrays)
 
@@ -150,13 +160,36 @@ class _Static:
         self.value = value
 
 
+class _Carry:
+    """The slot of ``call_padded``'s ``carry``: its tree structure and first leaf's index."""
+
+    __slots__ = ("start", "treedef")
+
+    def __init__(self, treedef: Any, start: int):
+        self.treedef, self.start = treedef, start
+
+    def key(self) -> tuple:
+        return ("carry", self.treedef, self.start)
+
+
 def _run(kernel: Callable, slots: tuple, *arrays: Any) -> Any:
+    if slots and isinstance(slots[-1], _Carry):
+        carry = slots[-1]
+        state = jax.tree.unflatten(carry.treedef, arrays[carry.start :])
+        static = [arrays[s] if isinstance(s, int) else s.value for s in slots[:-1]]
+        return kernel(state, *arrays[:3], *static)
     static = [arrays[s] if isinstance(s, int) else s.value for s in slots]
     return kernel(*arrays[:3], *static)
 
 
+def _slot_key(slot: Any) -> Any:
+    if isinstance(slot, int):
+        return slot
+    return slot.key() if isinstance(slot, _Carry) else option_key(slot.value)
+
+
 def _executable(kernel: Callable, slots: tuple, arrays: list) -> Any:
-    options = tuple(s if isinstance(s, int) else option_key(s.value) for s in slots)
+    options = tuple(_slot_key(s) for s in slots)
     signature = tuple(_abstract(a) for a in arrays)
     key = (kernel, options, signature, _placement(arrays))
     with _LOCK:
@@ -184,7 +217,16 @@ def _stored_path(kernel: Callable, slots: tuple, signature: tuple):
     name = f"{getattr(kernel, '__module__', '')}.{getattr(kernel, '__qualname__', '')}"
     if "<locals>" in name or "<lambda>" in name or name == ".":
         return None
-    layout = tuple(s if isinstance(s, int) else ("static", s.value) for s in slots)
+    # A carry's tree structure is named by its repr: the class and its static metadata
+    # (a streaming state's ``closed``, ``binary``, ``n_bins``), the same in every process.
+    layout = tuple(
+        s
+        if isinstance(s, int)
+        else ("carry", repr(s.treedef), s.start)
+        if isinstance(s, _Carry)
+        else ("static", s.value)
+        for s in slots
+    )
     if not _plain(tuple(s.value for s in slots if isinstance(s, _Static))):
         return None
     return store.entry_path("eager", repr((name, layout, signature)))

@@ -22,6 +22,7 @@ derivative (and the variadic reduction they share has no derivative rule).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -256,6 +257,7 @@ def run_validated(
     probs_name: str = "probs",
     signature: Any = None,
     pad: bool = True,
+    carry: Any = None,
 ) -> Any:
     """``kernel(probs, labels, weights, *static)`` with its inputs validated.
 
@@ -270,20 +272,26 @@ def run_validated(
     as ``probs`` when the kernel gets a reshaped one (1-D probabilities as two columns).
     ``signature``: ``(identity, options)`` that identifies the kernel and its static
     options when ``kernel`` is a closure made per call (default: ``(kernel, static)``).
+    ``carry``: a pytree of arrays the kernel takes first, ``kernel(carry, probs, ...)``,
+    passed as it is, never padded (a streaming state).
     """
     probs, labels, weights, diagnose = replicate_explicit(probs, labels, weights, diagnose)
     user_probs = probs if diagnose is None else diagnose
-    if not values_checkable(user_probs, labels, weights, *_arrays(static)):
-        result, summary = kernel(probs, labels, weights, *static)
+    carried = [] if carry is None else jax.tree.leaves(carry)
+    call = kernel if carry is None else partial(kernel, carry)
+    if not values_checkable(user_probs, labels, weights, *_arrays(static), *carried):
+        result, summary = call(probs, labels, weights, *static)
         raise_if_invalid(summary, user_probs, labels, weights, probs_name=probs_name)
         return result
     identity = (kernel, static) if signature is None else signature
+    if carry is not None:
+        identity = (identity[0], (jax.tree.structure(carry), *identity[1]))
     n = user_probs.shape[0]
     pad = (
         pad
         and signature is None
         and n <= PAD_MAX_ROWS
-        and on_one_device(probs, labels, weights, diagnose, *_arrays(static))
+        and on_one_device(probs, labels, weights, diagnose, *_arrays(static), *carried)
     )
     key = _signature(identity, user_probs, labels, weights, rows=size_class(n) if pad else None)
     if key not in _SEEN:
@@ -295,9 +303,9 @@ def run_validated(
             del _SEEN[next(iter(_SEEN))]
         _SEEN[key] = None
     if pad and probs.shape[0] == n:
-        result, summary = call_padded(kernel, probs, labels, weights, static)
+        result, summary = call_padded(kernel, probs, labels, weights, static, carry)
     else:
-        result, summary = kernel(probs, labels, weights, *static)
+        result, summary = call(probs, labels, weights, *static)
     raise_if_invalid(summary, user_probs, labels, weights, probs_name=probs_name)
     return result
 

@@ -219,16 +219,17 @@ def _batch_sums(probs, labels, weights, n_bins, closed, binary):
     """
     dtype = compute_dtype(probs.dtype)
     w = None if weights is None else weights.astype(dtype)
-    per_sample = jnp.stack(
-        [
-            jnp.ones(probs.shape[0], dtype),
-            brier_per_sample(probs, labels),
-            log_loss_per_sample(probs, labels),
-        ],
-        axis=1,
+    per_sample = (
+        jnp.ones(probs.shape[0], dtype),
+        brier_per_sample(probs, labels),
+        log_loss_per_sample(probs, labels),
     )
     if w is not None:
-        per_sample = per_sample * w[:, None]
+        per_sample = tuple(v * w for v in per_sample)
+    # One sum per column, not ``sum(stack(...) * w[:, None], axis=0)``: XLA:CPU reduces a
+    # weighted (N, 3) column by column sequentially, 2e-5 to 7e-5 relative error in
+    # float32 at 2e3-6e4 rows, against ~1e-8 for a 1-D sum.
+    totals = jnp.stack([jnp.sum(v) for v in per_sample])
     if binary:
         probs = jnp.stack([1 - probs, probs], axis=1)
     k = probs.shape[1]
@@ -241,7 +242,7 @@ def _batch_sums(probs, labels, weights, n_bins, closed, binary):
         jnp.stack([top.weight, top.sum_score, top.sum_target]),
         cls.count,
         jnp.stack([cls.weight, cls.sum_score, cls.sum_target, *moments]),
-        jnp.sum(per_sample, axis=0),
+        totals,
     )
 
 
@@ -344,10 +345,9 @@ def update(
             f"{shape} (use init(..., binary=True) for 1-D probabilities)."
         )
     probs, labels, weights = check_probs_labels(probs, labels, weights, values=False)
-    static = (state.resolution, state.num_classes, state.closed, state.binary, str(state.dtype))
-    return run_validated(
-        partial(_update_kernel, state), probs, labels, weights, signature=(update, static)
-    )
+    # The state passes unpadded; the batch is padded to its size class (zero-weight rows
+    # never touch the state), so a new batch size in a class compiles nothing.
+    return run_validated(_update_kernel, probs, labels, weights, carry=state)
 
 
 def coarsened(state: CalibrationState, n_bins: int) -> CalibrationState:

@@ -156,3 +156,33 @@ def test_a_fit_whose_parameters_hold_its_rows_is_not_padded():
     assert_close(
         np.asarray(cal.apply(params, scores)), np.asarray(jax.jit(cal.apply)(params, scores))
     )
+
+
+def test_streaming_update_compiles_nothing_for_a_new_batch_size_in_its_class():
+    # The state is carried unpadded (its K or R may equal N: here K = 3 and a batch of 3);
+    # the batch is padded with zero-weight rows, which never touch the state.
+    from jaxcal import streaming
+
+    rng = np.random.default_rng(6)
+
+    def batch(n):
+        return rng.dirichlet(np.ones(3), n).astype(np.float32), rng.integers(0, 3, n)
+
+    state = streaming.update(streaming.init(10, 3), *batch(1500))
+    for n in (1400, 1536, 3):
+        probs, labels = batch(n)
+        if n != 3:
+            assert compiles_of(lambda p=probs, y=labels: streaming.update(state, p, y)) == 0
+        got = streaming.update(state, probs, labels)
+        want = jax.jit(streaming.update)(state, probs, labels)
+        for field in ("top_count", "class_count"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
+        # the float sums as values (high + low parts: the split is round-off's)
+        for field, low_got, low_want in zip(
+            ("top_sums", "class_sums", "totals"), got.compensation, want.compensation, strict=True
+        ):
+            value_got = np.asarray(getattr(got, field), np.float64) + np.asarray(low_got)
+            value_want = np.asarray(getattr(want, field), np.float64) + np.asarray(low_want)
+            assert_close(value_got, value_want, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="`labels`"):  # refused in a seen class too
+        streaming.update(state, probs, labels + 3)
