@@ -41,6 +41,7 @@ import numpy as np
 
 from jaxcal._core import store
 from jaxcal._core.cache import option_key
+from jaxcal._core.checks import values_checkable
 from jaxcal._core.sort import device_sorts
 
 #: Inputs of up to this many rows are padded to it (a few microseconds of work).
@@ -55,7 +56,6 @@ MEMORY_ENTRIES = 512
 
 _EXECUTABLES: dict[tuple, Any] = {}
 _LOCK = threading.Lock()
-_PLAIN = (type(None), bool, int, float, str)
 
 
 def on_one_device(*arrays: Any) -> bool:
@@ -91,12 +91,6 @@ def _pad_rows(x: Any, n: int, m: int) -> np.ndarray:
     """``x`` ``(n, ...)`` with ``m - n`` copies of its first row appended (host side)."""
     x = np.asarray(x)
     return np.concatenate([x, np.broadcast_to(x[:1], (m - n, *x.shape[1:]))])
-
-
-def _plain(value: Any) -> bool:
-    if isinstance(value, tuple):
-        return all(_plain(v) for v in value)
-    return isinstance(value, _PLAIN)
 
 
 def _abstract(x: Any) -> tuple:
@@ -211,12 +205,62 @@ def _executable(kernel: Callable, slots: tuple, arrays: list) -> Any:
     return compiled
 
 
+#: Types whose instances are named by their repr across processes.
+_NAMED_BY_REPR = (type(None), bool, int, float, complex, str, bytes, np.dtype, np.generic)
+#: How deep ``stable_name`` follows closures and containers before giving up.
+_NAME_DEPTH = 64
+
+
+def stable_name(value: Any, _path: tuple = ()) -> str | None:
+    """A name of ``value`` that is the same in every process for the same program, or None.
+
+    Plain values are named by their repr; a function of jaxcal by its module and
+    qualified name; a closure (a calibrator factory's kernels) by that and the names of
+    everything it closes over and its defaults, recursively, so two closures with equal
+    options share a name, and any option outside these types (an optax optimizer, an
+    array, a function outside jaxcal, whose code the store's digest of jaxcal's sources
+    does not cover) makes the program unnameable: it is then compiled in each process,
+    never loaded for other options or other code.
+
+    Example:
+      >>> stable_name((1, "right", None))
+      "tuple(1, 'right', None)"
+      >>> stable_name(object()) is None
+      True
+      >>> stable_name(lambda x: x) is None
+      True
+    """
+    if isinstance(value, _NAMED_BY_REPR):
+        return repr(value)
+    if id(value) in _path:  # a closure that refers to itself: named where it is defined
+        return f"<recursion {len(_path) - _path.index(id(value))}>"
+    if len(_path) > _NAME_DEPTH:
+        return None
+    path = (*_path, id(value))
+    if isinstance(value, (tuple, list)):
+        names = [stable_name(v, path) for v in value]
+        return None if None in names else f"{type(value).__name__}({', '.join(names)})"
+    if isinstance(value, partial):
+        inner = stable_name((value.func, value.args, tuple(sorted(value.keywords.items()))), path)
+        return None if inner is None else f"partial{inner}"
+    code = getattr(value, "__code__", None)
+    wrapped = getattr(value, "__wrapped__", None)
+    if code is None and wrapped is not None and callable(value):
+        inner = stable_name(wrapped, path)  # jax.jit(fn), custom_jvp(fn): named by fn
+        return None if inner is None else f"{type(value).__name__}({inner})"
+    module = getattr(value, "__module__", None) or ""
+    if code is None or "<lambda>" in value.__qualname__ or module.split(".")[0] != "jaxcal":
+        return None  # only jaxcal's code is named by the store's digest of its sources
+    cells = [c.cell_contents for c in value.__closure__ or ()]
+    parts = (value.__defaults__, tuple(sorted((value.__kwdefaults__ or {}).items())), cells)
+    inner = stable_name(parts, path)
+    return None if inner is None else f"{module}.{value.__qualname__}{inner}"
+
+
 def _stored_path(kernel: Callable, slots: tuple, signature: tuple):
     """The store's file for this program, or None (store off, or not nameable across
-    processes: a kernel made per call, an option that is not a plain value)."""
-    name = f"{getattr(kernel, '__module__', '')}.{getattr(kernel, '__qualname__', '')}"
-    if "<locals>" in name or "<lambda>" in name or name == ".":
-        return None
+    processes: see ``stable_name``)."""
+    name = stable_name(kernel)
     # A carry's tree structure is named by its repr: the class and its static metadata
     # (a streaming state's ``closed``, ``binary``, ``n_bins``), the same in every process.
     layout = tuple(
@@ -224,10 +268,10 @@ def _stored_path(kernel: Callable, slots: tuple, signature: tuple):
         if isinstance(s, int)
         else ("carry", repr(s.treedef), s.start)
         if isinstance(s, _Carry)
-        else ("static", s.value)
+        else ("static", stable_name(s.value))
         for s in slots
     )
-    if not _plain(tuple(s.value for s in slots if isinstance(s, _Static))):
+    if name is None or any(part[1] is None for part in layout if isinstance(part, tuple)):
         return None
     return store.entry_path("eager", repr((name, layout, signature)))
 
@@ -245,11 +289,45 @@ def apply_padded(kernel: Callable, params: Any, x: Any) -> jax.Array:
     with _LOCK:
         compiled = _EXECUTABLES.get(key)
     if compiled is None:
-        lowered = jax.jit(kernel).lower(params, padded)
-        compiled = store.compile_lowered(lowered, None, store.FAST_RUN)
+        name, path = stable_name(kernel), None
+        if name is not None:
+            path = store.entry_path("apply", repr((name, repr(treedef), key[2], key[3])))
+        compiled = store.load(path) if path is not None and path.exists() else None
+        if compiled is None:
+            lowered = jax.jit(kernel).lower(params, padded)
+            compiled = store.compile_lowered(lowered, path, store.FAST_RUN)
         _remember(key, compiled)
     out = compiled(params, padded)
     return out if m == n else jax.device_put(np.asarray(out)[:n])
+
+
+def call_stored(kernel: Callable, *args: Any, **static: Any) -> Any:
+    """``kernel(*args, **static)`` for a jitted kernel whose shapes do not follow the data
+    (a streaming state's ``compute``): compiled once per process, kept in the store.
+
+    ``args`` are pytrees of arrays, ``static`` the kernel's static options. Eager calls
+    only; under a transformation (traced arrays) or for arrays on several devices the
+    kernel is called as it is.
+    """
+    leaves, treedef = jax.tree.flatten(args)
+    arrays = all(isinstance(x, (jax.Array, np.ndarray)) for x in leaves)
+    if not (arrays and values_checkable(*leaves) and on_one_device(*leaves)):
+        return kernel(*args, **static)
+    signature = tuple(_abstract(x) for x in leaves)
+    options = tuple(sorted(static.items()))
+    key = (kernel, treedef, option_key(options), signature, _placement(leaves))
+    with _LOCK:
+        compiled = _EXECUTABLES.get(key)
+    if compiled is None:
+        name, path = stable_name((kernel, options)), None
+        if name is not None:
+            path = store.entry_path("stored", repr((name, repr(treedef), signature)))
+        compiled = store.load(path) if path is not None and path.exists() else None
+        if compiled is None:
+            lowered = jax.jit(partial(kernel, **static)).lower(*args)
+            compiled = store.compile_lowered(lowered, path, store.FAST_RUN)
+        _remember(key, compiled)
+    return compiled(*args)
 
 
 _ROW_FREE: dict[tuple, bool] = {}

@@ -16,6 +16,7 @@ import numpy as np
 from jaxcal._core.binning import CLOSED, BinMoments, BinStats
 from jaxcal._core.checks import check_option, check_positive_int, check_probs_labels
 from jaxcal._core.confidence import scores_and_targets
+from jaxcal._core.eager import call_stored
 from jaxcal._core.numerics import compute_dtype, rows_per_block, safe_divide, two_sum
 from jaxcal._core.validity import run_validated, summarize
 from jaxcal.metrics._ece import (
@@ -185,15 +186,19 @@ def init(
     if not jnp.issubdtype(dtype, jnp.floating) or dtype.itemsize < 4:
         raise ValueError(f"`dtype` must be float32 or float64; got {dtype}.")
     k, m = num_classes, resolution
-    sums = (jnp.zeros((3, k, m), dtype), jnp.zeros((6, k, m), dtype), jnp.zeros(3, dtype))
+
+    def zeros(shape, dtype):  # made on the host: ``jnp.zeros`` compiles a program per shape
+        return jax.device_put(np.zeros(shape, dtype))
+
+    sums = ((3, k, m), (6, k, m), (3,))
     return CalibrationState(
-        top_count=jnp.zeros((k, m), jnp.int32),
-        top_sums=sums[0],
-        class_count=jnp.zeros((k, m), jnp.int32),
-        class_sums=sums[1],
-        totals=sums[2],
-        compensation=tuple(jnp.zeros_like(s) for s in sums),
-        exponent=jnp.zeros((), jnp.int32),
+        top_count=zeros((k, m), jnp.int32),
+        top_sums=zeros(sums[0], dtype),
+        class_count=zeros((k, m), jnp.int32),
+        class_sums=zeros(sums[1], dtype),
+        totals=zeros(sums[2], dtype),
+        compensation=tuple(zeros(shape, dtype) for shape in sums),
+        exponent=zeros((), jnp.int32),
         closed=closed,
         binary=binary,
         n_bins=n_bins,
@@ -487,4 +492,4 @@ def compute(
     check_option("average", average, AVERAGES)
     # The sums do not depend on ``closed`` any more: one compile serves both conventions.
     state = dataclasses.replace(state, closed="right", n_bins=n_bins)
-    return _compute_kernel(state, norm, debias, average)
+    return call_stored(_compute_kernel, state, norm=norm, debias=debias, average=average)
