@@ -192,3 +192,22 @@ def test_streaming_update_compiles_nothing_for_a_new_batch_size_in_its_class():
             assert_close(value_got, value_want, rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match="`labels`"):  # refused in a seen class too
         streaming.update(state, probs, labels + 3)
+
+
+def test_stable_names_tell_options_apart_and_refuse_what_they_cannot_name():
+    import optax
+
+    from jaxcal import calibrators
+    from jaxcal._core.eager import stable_name
+
+    def name(cal):
+        return stable_name(cal.fit.kernel)
+
+    assert name(calibrators.temperature_scaling()) == name(calibrators.temperature_scaling())
+    assert name(calibrators.temperature_scaling(max_iter=50)) != name(
+        calibrators.temperature_scaling()
+    )
+    assert name(calibrators.vector_scaling()) != name(calibrators.matrix_scaling())
+    # an optimizer object, a function outside jaxcal: compiled, never loaded
+    assert name(calibrators.temperature_scaling(optimizer=optax.adam(0.1))) is None
+    assert stable_name(np.mean) is None and stable_name(lambda x: x) is None
