@@ -91,6 +91,13 @@ from jaxcal.streaming._poisson import (
     poisson_interval,
     poisson_update,
 )
+from jaxcal.streaming._regression import (
+    RegressionState,
+    RegressionSummary,
+    regression_compute,
+    regression_init,
+    regression_update,
+)
 from jaxcal.streaming._state import OUTPUTS as OUTPUTS  # the keys of compute()'s dict
 from jaxcal.streaming._state import (
     CalibrationState,
@@ -109,6 +116,8 @@ __all__ = [
     "CalibrationState",
     "EqualMassECE",
     "ParquetStates",
+    "RegressionState",
+    "RegressionSummary",
     "SummaryReplicates",
     "array_state",
     "clu_metric",
@@ -131,6 +140,9 @@ __all__ = [
     "poisson_update",
     "process_merge",
     "rebin",
+    "regression_compute",
+    "regression_init",
+    "regression_update",
     "reliability_curve",
     "to_arrow",
     "to_table",
