@@ -19,9 +19,14 @@ that a stream can give exactly is a function of sums over the rows, kept by
 These are the very comparisons :func:`jaxcal.regression.calibration_curve` makes, in the
 input's dtype, so the streamed curve, miscalibration area, MACE and RMSCE equal the batch
 functions called with ``n_levels = n_bins + 1`` (the same levels ``linspace(0, 1, M + 1)``)
-on the concatenated data, to the round-off of a sum of weights (atoms of the PIT on an edge
-included). ``n_bins=99`` (the default) gives uncertainty-toolbox's 100 levels, the batch
-functions' default. Other levels cannot be read from the counts.
+on the concatenated data, to the round-off of a sum of weights. One caveat: a PIT value
+that is mathematically *on* a level (an ensemble's ``(r + 1/2) / (S + 1)``, a target on a
+predicted quantile) is counted on the side its float rounding puts it, and XLA may round
+such a quotient differently in two programs (a division by a constant can become a
+multiplication by its reciprocal); atoms exact in floating point (``S + 1`` a power of
+two, continuous predictions) are counted alike. ``n_bins=99`` (the default) gives
+uncertainty-toolbox's 100 levels, the batch functions' default. Other levels cannot be
+read from the counts.
 
 Variance calibration (Gaussian rows only) needs per-bin sums of ``std^2`` and
 ``(y - mean)^2`` over bins of the predicted std. The batch :func:`jaxcal.regression.ence`
