@@ -93,8 +93,10 @@ class RegressionState:
     Attributes:
       count: int32 scalar, rows with positive weight.
       pit_sums: ``(2, M + 1)`` weight per cell of the PIT (row 0, lower quantiles) and of
-        ``|PIT - 1/2|`` (row 1, central intervals) at the levels ``k / M`` (module
-        docstring of :mod:`jaxcal.streaming`'s regression state).
+        ``|PIT - 1/2|`` (row 1, central intervals): cell k holds the rows with exactly
+        k of the curve's thresholds (levels ``k / M``; for a Gaussian ``Phi^-1`` of them
+        on the scale of ``(y - mean) / std``) strictly below their statistic, so the
+        cumulative sum at k is the weight the batch curve counts at ``k / M``.
       std_sums: ``(3, E)`` per bin of the predicted std (Gaussian rows): weight, weighted
         sum of ``std^2``, weighted sum of ``(y - mean)^2``.
       totals: ``(5,)`` total weight, weighted CRPS sum, Gaussian rows' weight, their
