@@ -847,6 +847,60 @@ def _replicates_of(d, dtype):
     )
 
 
+def _no_regression(dtype):
+    return streaming.regression_init(4, std_edges=(0.5, 1.0, 2.0), dtype=_state_dtype(dtype))
+
+
+def _regression_state_of(d, dtype):
+    g = regression.Gaussian(_as(d.margins, dtype), _as(d.x, dtype))
+    return streaming.regression_update(_no_regression(dtype), g, _as(d.target, dtype), d.weights)
+
+
+def _regression_update(s, m, sd, y, w):
+    return streaming.regression_update(s, regression.Gaussian(m, sd), y, w)
+
+
+_STATE_ONLY = {"low_precision": "states accumulate in float32 at least"}
+_REGRESSION_STATE = [
+    Entry(
+        "streaming.regression_init",
+        streaming.regression_init,
+        lambda: streaming.regression_init(4, std_edges=(0.5, 1.0, 2.0)),
+        lambda d, dtype: (),
+        (),
+        skip={"vmap": "no array argument", "low_precision": "no array argument"},
+    ),
+    Entry(
+        "streaming.regression_update",
+        streaming.regression_update,
+        _regression_update,
+        lambda d, dtype: (
+            _no_regression(dtype),
+            *_cols("margins", "x", "target", "weights")(d, dtype),
+        ),
+        (PYTREE, ROWS, ROWS, ROWS, WEIGHTS),
+    ),
+    Entry(
+        "streaming.merge.regression",
+        streaming.merge,
+        streaming.merge,
+        lambda d, dtype: (
+            _regression_state_of(d, dtype),
+            _regression_state_of(make_data(5), dtype),
+        ),
+        (PYTREE, PYTREE),
+        skip=_STATE_ONLY,
+    ),
+    Entry(
+        "streaming.regression_compute",
+        streaming.regression_compute,
+        lambda s: streaming.regression_compute(s, prop_type="quantile"),
+        lambda d, dtype: (_regression_state_of(d, dtype),),
+        (PYTREE,),
+        skip=_STATE_ONLY,
+    ),
+]
+
 STREAMING = [
     _fine("corp_curve", streaming.corp_curve),
     _fine("corp_decomposition", streaming.corp_decomposition),
@@ -948,6 +1002,7 @@ STREAMING = [
         (ROWS, LABELS, WEIGHTS),
         rebuild=lambda: _nnx_ece,  # a new metric object per call
     ),
+    *_REGRESSION_STATE,
 ]
 
 # ---------------------------------------------------------------- coverage
@@ -1569,6 +1624,7 @@ SWEEP = frozenset(
         *("classwise.fit", "classwise.apply", "to_probs"),
         *("streaming.update", "streaming.compute", "streaming.equal_mass_ece"),
         "streaming.poisson_update",
+        "streaming.regression_update",
         *("regression_ssc", "hsic", "classification_ssc"),
         *("dca_loss", "focal_loss", "mmce_loss", "soft_ece_loss"),
         *("aurc", "prediction_rejection_ratio.quality", "aurc.groups"),
@@ -1624,6 +1680,8 @@ RESULT_TYPES = {
     streaming.CalibrationState: "streaming.init, update, merge",
     streaming.BucketCorp: "streaming.corp_curve",
     streaming.EqualMassECE: "streaming.equal_mass_ece",
+    streaming.RegressionState: "streaming.regression_init, regression_update, merge",
+    streaming.RegressionSummary: "streaming.regression_compute",
     # parquet_state and dask_state read files (NOT_TRANSFORMED): no entry returns it
     streaming.ParquetStates: (
         "parquet_state, dask_state, array_state (host I/O, no public call in JAX)"

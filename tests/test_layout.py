@@ -14,7 +14,7 @@ module in             may import (besides its own folder)
 ``jaxcal.stats``      ``_core``, ``metrics``
 ``jaxcal.presets``    ``_core``, ``metrics``, ``calibrators``, ``selective``
 ``jaxcal.losses``     ``_core``, ``metrics``
-``jaxcal.streaming``  ``_core``, ``metrics``
+``jaxcal.streaming``  ``_core``, ``metrics``, ``regression``
 ``jaxcal.sql``        ``_core``, ``metrics``, ``streaming``
 ``jaxcal.spark``      ``_core``, ``metrics``, ``streaming``, ``sql``
 ``jaxcal.plot``       every floor below it
@@ -54,7 +54,13 @@ FLOORS_BELOW = {
     "stats": {"_core", "metrics"},
     "presets": {"_core", "metrics", "calibrators", "selective"},
     "losses": {"_core", "metrics"},
-    "streaming": {"_core", "metrics"},
+    # streaming's regression state (issue 36) validates, computes the PIT statistics and
+    # the per-row scores with jaxcal.regression's own code, so that streamed and batch
+    # values are the same comparisons in the same dtype (as compute shares gap_norm with
+    # metrics). regression's floor ({_core, metrics}) lies inside streaming's, so the edge
+    # can close no cycle; moving the prediction forms, their validation and the score
+    # kernels to _core instead would move most of jaxcal.regression there.
+    "streaming": {"_core", "metrics", "regression"},
     # sql and spark compute the streaming state where the rows live (a SQL engine, Spark
     # executors) and read it back with streaming.from_table: one floor above streaming,
     # whose state, table schema and Poisson generator they reproduce; spark reuses sql's

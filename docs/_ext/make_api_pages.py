@@ -55,7 +55,9 @@ PAGES = {
         "streaming",
         "``CalibrationState``: per-bin and per-class sums, O(bins x K) memory whatever N, merged "
         "by a sum (so ``jax.lax.psum`` is the multi-device merge); Arrow, Parquet, Dask and "
-        "multi-host readers; the clu and Flax NNX adapters.",
+        "multi-host readers; the clu and Flax NNX adapters. ``RegressionState``: the PIT "
+        "counts, std-binned variance sums and scores of regression predictions, merged the "
+        "same way.",
     ),
     "coverage": (
         "coverage",

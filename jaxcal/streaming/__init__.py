@@ -63,6 +63,18 @@ KLL) would give approximate edges, and per-bin sums accumulated with provisional
 cannot be re-binned. Equal-mass bins need two passes (a first to fix the edges, a second
 to stream with them fixed); only uniform bins, whose edges are known up front, stream.
 
+Regression predictions stream too: :class:`~jaxcal.streaming.RegressionState`
+(:func:`~jaxcal.streaming.regression_init`, :func:`~jaxcal.streaming.regression_update`,
+:func:`~jaxcal.streaming.merge`, :func:`~jaxcal.streaming.regression_compute`) keeps, for
+M PIT bins, the weight of the rows at each level ``k / M`` of the calibration curve
+(counted by the very comparisons :func:`jaxcal.regression.calibration_curve` makes, for
+the lower-quantile and the central-interval curves), the variance sums per bin of the
+predicted std on edges fixed up front (``std_edges``: the batch ENCE's equal-width edges
+over the data's range are unknown until the stream ends), and the CRPS, log-score and
+squared-error sums. Its curve, miscalibration area, MACE and RMSCE equal the batch
+functions with ``n_levels = M + 1``; ENCE and the RMV/RMSE curve equal the batch ones
+when ``std_edges`` are the batch's edges. Every leaf is a sum: ``psum`` is its merge.
+
 References:
   Guo et al. (2017); Kull et al. (2019); Gupta & Ramdas (2021); Murphy (1973); Stephenson,
   Coelho & Jolliffe (2008); Knuth, TAOCP vol. 2, 4.2.2 (TwoSum); Munro & Paterson (1980),
@@ -91,6 +103,13 @@ from jaxcal.streaming._poisson import (
     poisson_interval,
     poisson_update,
 )
+from jaxcal.streaming._regression import (
+    RegressionState,
+    RegressionSummary,
+    regression_compute,
+    regression_init,
+    regression_update,
+)
 from jaxcal.streaming._state import OUTPUTS as OUTPUTS  # the keys of compute()'s dict
 from jaxcal.streaming._state import (
     CalibrationState,
@@ -109,6 +128,8 @@ __all__ = [
     "CalibrationState",
     "EqualMassECE",
     "ParquetStates",
+    "RegressionState",
+    "RegressionSummary",
     "SummaryReplicates",
     "array_state",
     "clu_metric",
@@ -131,6 +152,9 @@ __all__ = [
     "poisson_update",
     "process_merge",
     "rebin",
+    "regression_compute",
+    "regression_init",
+    "regression_update",
     "reliability_curve",
     "to_arrow",
     "to_table",

@@ -11,12 +11,19 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from jaxcal.streaming._regression import RegressionState, regression_merge
 from jaxcal.streaming._scale import common, rescaled, state_exponent
 from jaxcal.streaming._state import CalibrationState, check_state
 
 
-def merge(a: CalibrationState, b: CalibrationState) -> CalibrationState:
+def merge(
+    a: CalibrationState | RegressionState, b: CalibrationState | RegressionState
+) -> CalibrationState | RegressionState:
     """The state of the concatenated streams: elementwise addition of every array.
+
+    Two :class:`~jaxcal.streaming.CalibrationState` or two
+    :class:`~jaxcal.streaming.RegressionState` of the same layout (for the latter a plain
+    sum of every leaf, so ``jax.lax.psum`` is its merge always).
 
     Associative and commutative (up to float round-off in the sums; counts exactly), with
     :func:`~jaxcal.streaming.init` as the identity. States of different ``exponent`` (weights beyond
@@ -34,6 +41,8 @@ def merge(a: CalibrationState, b: CalibrationState) -> CalibrationState:
       >>> round(float(compute(merge(a, b))["ece"]), 4)  # as one batch of both rows
       0.35
     """
+    if isinstance(a, RegressionState) or isinstance(b, RegressionState):
+        return regression_merge(a, b)
     a, b = check_state(a, "a"), check_state(b, "b")
     if _layout(a) != _layout(b):
         raise ValueError(
