@@ -1,0 +1,461 @@
+"""``jaxcal report`` on regression predictions: the numbers, the verdict, the table, the JSON.
+
+One kernel per form (``Kernel("report_regression")``, served from the executable store as
+the classifier report's kernels are, so a second run compiles nothing) computes every
+number of one model with ``jaxcal.regression`` and :func:`jaxcal.stats.pit_test`:
+
+* bootstrapped (percentile intervals, the classifier report's resamples: indices drawn
+  from ``split(key(seed))[0]``): miscalibration area, MACE and RMSCE (100 levels, central
+  intervals, uncertainty-toolbox's), the coverage of the central 90% interval, the form's
+  CRPS (closed form for a Gaussian, the fair ensemble estimator for samples, twice the
+  mean pinball loss for quantiles), the pinball loss (quantiles), the log score, ENCE and
+  UCE (Gaussian; ``--bins`` equal-width bins of the std);
+* point estimates: the calibration curve at a few levels (central intervals and lower
+  quantiles), the PIT's KS and Kuiper tests, and the CORP decomposition of the squared
+  error of the mean forecast (Gaussian: ``mean``; samples: the ensemble mean), whose
+  isotonic fit is not resampled (no interval).
+
+The verdict (``verdict()``; docs/guides/report.md, "Regression predictions") reads the PIT.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import textwrap
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxcal
+from jaxcal import regression as reg
+from jaxcal import stats
+from jaxcal._core.random import indices, resample_seeds
+from jaxcal._core.store import Kernel
+from jaxcal.cli._format import _json_safe, _num, _table, format_p
+from jaxcal.cli._io import InputError
+from jaxcal.cli._regression_input import FORM_NAMES, RegressionModel, load_regression
+from jaxcal.cli._report import CONFIDENCE
+from jaxcal.stats._resampling.consistency import batch_plan, map_batches, vmap_batch
+
+#: Level of the PIT's Kuiper test that decides "miscalibrated".
+ALPHA = 0.05
+#: Standard errors a PIT mean or variance must be off to read as a direction.
+Z = 1.96
+#: Levels of the curve summaries (uncertainty-toolbox's default grid).
+N_LEVELS = 100
+#: Levels of the printed calibration curve.
+INTERVAL_LEVELS = (0.2, 0.5, 0.8, 0.9, 0.95)
+QUANTILE_LEVELS = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+#: (key, display name) of the bootstrapped rows, in table order (a form's own only).
+METRIC_ROWS = (
+    ("miscalibration_area", f"miscalibration area ({N_LEVELS} levels)"),
+    ("mace", "mean absolute calibration error"),
+    ("rmsce", "root mean squared calibration error"),
+    ("coverage_90", "coverage of the central 90% interval"),
+    ("crps", "CRPS"),
+    ("pinball", "pinball loss (mean over levels)"),
+    ("log_score", "log score (Gaussian NLL)"),
+    ("ence", "ENCE"),
+    ("uce", "UCE"),
+)
+CORP_ROWS = (
+    ("score", "mean squared error, CORP decomposition"),
+    ("miscalibration", "  miscalibration (MCB)"),
+    ("discrimination", "  discrimination (DSC)"),
+    ("uncertainty", "  uncertainty (UNC)"),
+)
+CRPS_VARIANT = {
+    "gaussian": "closed form",
+    "quantiles": "twice the mean pinball loss",
+    "samples": "fair ensemble estimator",
+}
+ADVICE = {
+    "gaussian": "recalibrate on held-out data: jaxcal.regression.std_scaling for the spread, "
+    "isotonic_recalibration for the shape",
+    "quantiles": "recalibrate on held-out data: jaxcal.regression.conformal_quantile_regression "
+    "for an interval, isotonic_recalibration for every level",
+    "samples": "recalibrate on held-out data: jaxcal.regression.isotonic_recalibration",
+}
+
+
+def _pred(form: str, data):
+    if form == "gaussian":
+        return reg.Gaussian(*data)
+    if form == "quantiles":
+        return reg.Quantiles(*data)
+    return reg.Samples(*data)
+
+
+def _metrics(form: str, data, y, n_bins: int) -> dict:
+    """The bootstrapped numbers of one (resampled) data set, each a 0-d array."""
+    pred = _pred(form, data)
+    out = {
+        "miscalibration_area": reg.miscalibration_area(pred, y, n_levels=N_LEVELS),
+        "mace": reg.mean_absolute_calibration_error(pred, y, n_levels=N_LEVELS),
+        "rmsce": reg.root_mean_squared_calibration_error(pred, y, n_levels=N_LEVELS),
+        "coverage_90": reg.calibration_curve(pred, y, levels=(0.9,)).observed[0],
+    }
+    if form == "gaussian":
+        out["crps"] = reg.crps_gaussian(*data, y)
+        out["log_score"] = reg.log_score_gaussian(*data, y)
+        out["ence"] = reg.ence(pred, y, n_bins=n_bins)
+        out["uce"] = reg.uce(pred, y, n_bins=n_bins)
+    elif form == "quantiles":
+        out["crps"] = reg.crps_quantile(*data, y)
+        out["pinball"] = reg.pinball_loss(*data, y)
+    else:
+        out["crps"] = reg.crps_ensemble(data[0], y)
+    return out
+
+
+def _rows(form: str, data, idx):
+    """The prediction's rows ``idx`` (the levels of quantiles are not rows)."""
+    if form == "quantiles":
+        return (data[0][idx], data[1])
+    return tuple(a[idx] for a in data)
+
+
+def _regression_kernel(*arrays, form, n_bins, n_resamples):
+    """Every number of one regression model's report, as a dict of arrays (one jit)."""
+    *data, y, key_data = arrays
+    pred = _pred(form, data)
+    boot_key, _ = jax.random.split(jax.random.wrap_key_data(key_data))
+    estimates = _metrics(form, data, y, n_bins)
+    n = y.shape[0]
+    width = data[0].shape[1] if data[0].ndim == 2 else 1
+    n_batches, batch = batch_plan(n_resamples, None, n * width)
+
+    def one(idx):
+        return _metrics(form, _rows(form, data, idx), y[idx], n_bins)
+
+    seeds = resample_seeds(boot_key, n_resamples)
+    samples = map_batches(vmap_batch(one), seeds, n_batches, batch, partial(indices, n=n))
+    tail = (1 - CONFIDENCE) / 2
+    out = {}
+    for name, est in estimates.items():
+        low, high = jnp.quantile(samples[name].astype(est.dtype), jnp.array([tail, 1 - tail]))
+        out[name] = (est, low, high)
+    u = reg.pit(pred, y)
+    test = stats.pit_test(u)
+    out["pit"] = u
+    out["ks"] = tuple(test.ks)
+    out["kuiper"] = tuple(test.kuiper)
+    out["interval_curve"] = reg.calibration_curve(pred, y, levels=INTERVAL_LEVELS).observed
+    out["quantile_curve"] = reg.calibration_curve(
+        pred, y, levels=QUANTILE_LEVELS, prop_type="quantile"
+    ).observed
+    if form != "quantiles":
+        mean = data[0] if form == "gaussian" else jnp.mean(data[0], axis=1)
+        out["corp"] = tuple(reg.mean_score_decomposition(mean, y))
+    return out
+
+
+_KERNEL = Kernel("report_regression", _regression_kernel)
+
+
+def regression_call(model: RegressionModel, *, n_bins: int, n_resamples: int, seed: int):
+    """(kernel, arrays, static options) of one model's report."""
+    key_data = jax.random.key_data(jax.random.key(seed))
+    arrays = (*model.arrays, model.y, key_data)
+    return _KERNEL, arrays, {"form": model.form, "n_bins": n_bins, "n_resamples": n_resamples}
+
+
+def pit_null_variance(model: RegressionModel) -> float:
+    """Variance of the PIT of a calibrated forecaster of the model's form (its mean is 1/2):
+    1/12 for a Gaussian; for S samples the uniform law on the S + 1 rank-bin centres,
+    ``(1 - 1/(S+1)^2) / 12``; for quantiles at levels ``l_1 < ... < l_Q``, uniform between
+    ``l_1`` and ``l_Q`` and the tails' mass at ``l_1/2`` and ``(1 + l_Q)/2``."""
+    if model.form == "gaussian":
+        return 1 / 12
+    if model.form == "samples":
+        m = model.arrays[0].shape[1] + 1
+        return (1 - 1 / m**2) / 12
+    lo, hi = (float(v) for v in np.asarray(model.arrays[1], np.float64)[[0, -1]])
+    second = lo * (lo / 2) ** 2 + (1 - hi) * ((1 + hi) / 2) ** 2 + (hi**3 - lo**3) / 3
+    return second - 0.25
+
+
+def _pit_summary(model: RegressionModel, u: np.ndarray) -> dict:
+    u = np.asarray(u, np.float64)
+    n = u.shape[0]
+    mean = float(u.mean())
+    dev = (u - mean) ** 2
+    root = math.sqrt(n)
+    sd = float(u.std(ddof=1)) if n > 1 else math.inf
+    return {
+        "mean": mean,
+        "mean_se": sd / root,
+        "variance": float(dev.mean()),
+        "variance_expected": pit_null_variance(model),
+        "variance_se": float(dev.std(ddof=1)) / root if n > 1 else math.inf,
+    }
+
+
+def compute_regression(model: RegressionModel, *, n_bins: int, n_resamples: int, seed: int):
+    """Host floats of every number of one model (the JSON entry's fields)."""
+    kernel, arrays, static = regression_call(
+        model, n_bins=n_bins, n_resamples=n_resamples, seed=seed
+    )
+    raw = jax.device_get(kernel(*arrays, **static))
+    metrics = {}
+    for key, _ in METRIC_ROWS:
+        if key in raw:
+            value, low, high = (float(v) for v in raw[key])
+            metrics[key] = {"value": value, "low": low, "high": high}
+    tests = {}
+    for key in ("ks", "kuiper"):
+        stat, p, log_p = (float(v) for v in raw[key])
+        tests[f"pit_{key}"] = {
+            "statistic": stat,
+            "p_value": p,
+            "log10_p_value": log_p / math.log(10),
+        }
+    curve = {
+        "interval": [
+            {"expected": e, "observed": float(o)}
+            for e, o in zip(INTERVAL_LEVELS, raw["interval_curve"], strict=True)
+        ],
+        "quantile": [
+            {"expected": e, "observed": float(o)}
+            for e, o in zip(QUANTILE_LEVELS, raw["quantile_curve"], strict=True)
+        ],
+    }
+    corp = None
+    if "corp" in raw:
+        corp = {key: float(v) for (key, _), v in zip(CORP_ROWS, raw["corp"], strict=True)}
+        corp["forecast"] = "mean" if model.form == "gaussian" else "ensemble mean"
+    return {
+        "metrics": metrics,
+        "tests": tests,
+        "curve": curve,
+        "pit": _pit_summary(model, raw["pit"]),
+        "corp": corp,
+    }
+
+
+def verdict(model: RegressionModel, result: dict) -> dict:
+    """The verdict of one model: miscalibrated when the PIT's Kuiper test has p < ALPHA;
+    the direction from the PIT's variance (above a calibrated forecaster's by more than Z
+    standard errors: under-dispersed, below: over-dispersed) and its mean (above 1/2:
+    forecasts too low, below: too high)."""
+    kuiper, ks = result["tests"]["pit_kuiper"], result["tests"]["pit_ks"]
+    pit = result["pit"]
+    miscalibrated = kuiper["p_value"] < ALPHA
+    dispersion = location = None
+    if miscalibrated:
+        gap = pit["variance"] - pit["variance_expected"]
+        if gap > Z * pit["variance_se"]:
+            dispersion = "under-dispersed"
+        elif gap < -Z * pit["variance_se"]:
+            dispersion = "over-dispersed"
+        shift = pit["mean"] - 0.5
+        if shift > Z * pit["mean_se"]:
+            location = "forecasts too low"
+        elif shift < -Z * pit["mean_se"]:
+            location = "forecasts too high"
+    if not miscalibrated:
+        reads = "no evidence of miscalibration"
+    else:
+        parts = [p for p in (dispersion, location) if p]
+        reads = " and ".join(parts) or (
+            "miscalibrated, neither over- nor under-dispersed nor biased on average"
+        )
+    cov = result["metrics"]["coverage_90"]
+    advice = ADVICE[model.form] if miscalibrated else "no recalibration indicated"
+    text = (
+        f"{model.name}: {reads}: PIT Kuiper test p = "
+        f"{format_p(kuiper['p_value'], kuiper['log10_p_value'])} (KS p = "
+        f"{format_p(ks['p_value'], ks['log10_p_value'])}); the central 90% interval covers "
+        f"{cov['value']:.4f} [{cov['low']:.4f}, {cov['high']:.4f}]; PIT mean "
+        f"{pit['mean']:.4f} (calibrated: 0.5), variance {pit['variance']:.4f} (calibrated: "
+        f"{pit['variance_expected']:.4f}). {advice[0].upper()}{advice[1:]}."
+    )
+    return {
+        "reads": reads,
+        "miscalibrated": miscalibrated,
+        "alpha": ALPHA,
+        "dispersion": dispersion,
+        "location": location,
+        "pit_kuiper_p_value": kuiper["p_value"],
+        "pit_ks_p_value": ks["p_value"],
+        "coverage_90": dict(cov),
+        "advice": advice,
+        "text": text,
+    }
+
+
+def _describe(model: RegressionModel) -> str:
+    if model.form == "gaussian":
+        return "Gaussian (mean, std)"
+    if model.form == "quantiles":
+        levels = ", ".join(f"{v:g}" for v in model.arrays[1].tolist())
+        return f"{model.arrays[0].shape[1]} quantiles at levels {levels}"
+    return f"{model.arrays[0].shape[1]} samples per row"
+
+
+def print_regression(models, results, settings: dict, out) -> None:
+    """The human-readable regression report."""
+    print("jaxcal report (regression predictions)", file=out)
+    for m in models:
+        print(f"  {m.name}: {m.source}\n    N = {m.n}, {_describe(m)}", file=out)
+    print("\nVerdict (the rule: docs/guides/report.md, 'Regression predictions')", file=out)
+    for r in results:
+        wrapped = textwrap.fill(
+            r["verdict"]["text"], width=78, initial_indent="  ", subsequent_indent="    ",
+            break_on_hyphens=False,
+        )  # fmt: skip
+        print(wrapped, file=out)
+    pct = round(100 * settings["confidence"])
+    print(
+        f"\nMetrics, with {pct}% percentile bootstrap intervals ({settings['resamples']} "
+        f"resamples, seed {settings['seed']})",
+        file=out,
+    )
+    rows = [["metric"] + [h for m in models for h in (f"{pct}% interval", m.name)]]
+    for key, label in METRIC_ROWS:
+        if not any(key in r["metrics"] for r in results):
+            continue
+        if key in ("ence", "uce"):
+            label += f" ({settings['n_bins']} bins)"
+        row = [label]
+        for r in results:
+            v = r["metrics"].get(key)
+            row += (
+                ["", ""]
+                if v is None
+                else [f"[{_num(v['low'])}, {_num(v['high'])}]", _num(v["value"])]
+            )
+        rows.append(row)
+    for key, label in CORP_ROWS:
+        if any(r["corp"] for r in results):
+            rows.append(
+                [label, *(c for r in results for c in ("", _num((r["corp"] or {}).get(key))))]
+            )
+    _table(rows, out)
+    variants = sorted({f"{FORM_NAMES[m.form]}: {CRPS_VARIANT[m.form]}" for m in models})
+    note = (
+        f"CRPS: {'; '.join(variants)}. Calibration errors over {N_LEVELS} levels of central "
+        "intervals (uncertainty-toolbox's). CORP rows (Gneiting & Resin 2023): the mean "
+        "forecast (Gaussian) or ensemble mean (samples) recalibrated by isotonic regression, "
+        "S = MCB - DSC + UNC, without intervals (quantiles: no mean forecast, no rows)."
+    )
+    print(textwrap.fill(note, width=88, initial_indent="  ", subsequent_indent="  "), file=out)
+    print("\nCalibration curve: observed against expected coverage", file=out)
+    rows = [["level", "expected", *(m.name for m in models)]]
+    for kind, label in (
+        ("interval", "central {:.0%} interval"),
+        ("quantile", "below the {:.0%} quantile"),
+    ):
+        for j, expected in enumerate(INTERVAL_LEVELS if kind == "interval" else QUANTILE_LEVELS):
+            observed = [_num(r["curve"][kind][j]["observed"]) for r in results]
+            rows.append([label.format(expected), f"{expected:.4f}", *observed])
+    _table(rows, out)
+    print(
+        "\nTests of probabilistic calibration: uniformity of the PIT (small p: miscalibrated)",
+        file=out,
+    )
+    rows = [["test"] + [h for m in models for h in (m.name, "p-value")]]
+    for key, label in (("pit_ks", "Kolmogorov-Smirnov"), ("pit_kuiper", "Kuiper")):
+        row = [label]
+        for r in results:
+            t = r["tests"][key]
+            row += [_num(t["statistic"]), format_p(t["p_value"], t["log10_p_value"])]
+        rows.append(row)
+    _table(rows, out)
+    print(
+        "  Asymptotic laws at Stephens' finite-n scaling (jaxcal.stats.pit_test). The PIT of S\n"
+        "  samples is discrete (rank-bin centres): the tests are off by O(1/S); use many.",
+        file=out,
+    )
+
+
+def regression_json(models, results, settings: dict) -> dict:
+    """The ``--json`` document of the regression report (schema on docs/guides/report.md)."""
+    return _json_safe(
+        {
+            "schema": "jaxcal.regression_report/1",
+            "jaxcal_version": jaxcal.__version__,
+            "settings": settings,
+            "models": [
+                {
+                    "name": m.name,
+                    "source": m.source,
+                    "n": m.n,
+                    "form": m.form,
+                    "crps_variant": CRPS_VARIANT[m.form],
+                    **r,
+                }
+                for m, r in zip(models, results, strict=True)
+            ],
+        }
+    )
+
+
+#: Options of the classifier report that the regression report does not take.
+CLASSIFIER_ONLY = (
+    ("fit", "--fit"),
+    ("plot", "--plot"),
+    ("by", "--by"),
+    ("harness", "--harness"),
+    ("stream", "--stream"),
+    ("renormalize", "--renormalize"),
+    ("probs", "--probs"),
+    ("logits", "--logits"),
+    ("demo", "--demo"),
+)
+
+
+def report_regression(args, progress) -> int:
+    """Read, compute and print (or write as JSON) the regression report of ``args.files``."""
+    for attr, flag in CLASSIFIER_ONLY:
+        if getattr(args, attr, None) not in (None, False):
+            raise InputError(f"{flag} is not available for regression predictions.")
+    if args.resamples < 2:
+        raise InputError(
+            f"--resamples must be >= 2 for the regression report (its intervals resample); "
+            f"got {args.resamples}."
+        )
+    models = []
+    for path in args.files:
+        with progress(f"reading {path}", delay=2.0):
+            models.append(load_regression(path, args.labels))
+    names = [m.name for m in models]
+    if len(set(names)) < len(names):
+        models = [m._replace(name=f"{m.name}#{i + 1}") for i, m in enumerate(models)]
+    settings = {
+        "task": "regression",
+        "n_bins": args.bins,
+        "n_levels": N_LEVELS,
+        "resamples": args.resamples,
+        "confidence": CONFIDENCE,
+        "seed": args.seed,
+        "interval": "percentile bootstrap",
+    }
+    options = {"n_bins": args.bins, "n_resamples": args.resamples, "seed": args.seed}
+    with progress("tracing the kernels (compiled in the background, or loaded)"):
+        for model in models:
+            kernel, arrays, static = regression_call(model, **options)
+            kernel.prepare(*arrays, **static)
+    results = []
+    for model in models:
+        with progress(f"{model.name}: metrics, PIT tests, {args.resamples} bootstrap resamples"):
+            results.append(compute_regression(model, **options))
+        results[-1]["verdict"] = verdict(model, results[-1])
+    document = regression_json(models, results, settings)
+    if args.json == "-":
+        json.dump(document, sys.stdout, indent=2)
+        print()
+    else:
+        print_regression(models, results, settings, sys.stdout)
+    if args.json not in (None, "-"):
+        try:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(document, f, indent=2)
+        except OSError as err:
+            raise InputError(f"cannot write the JSON report to {args.json}: {err}") from err
+    return 0
