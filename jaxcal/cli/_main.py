@@ -63,7 +63,7 @@ input files (the format is decided by the extension):
             or --plot (pip install "jaxcal[parquet]")
   regression: .npz arrays y and mean, std (Gaussian) or quantiles (N, Q) with levels
             (Q,) or samples (N, S); .csv / Parquet columns y and mean, std or q_<level>
-            (q_0.05, q_0.5, ...) or s_0 ... s_<S-1>: the PIT tests, calibration curve,
+            (q_0.05, q_0.5, ...) or sample_0 ... sample_<S-1>: the PIT tests, calibration curve,
             CRPS and coverage (--task regression where a file could be either)
   --sql DB --table T   a DuckDB table: the state is computed inside DuckDB and the
             streamed report printed (pip install "jaxcal[sql]"); --state FILE reports a

@@ -8,7 +8,7 @@ form           ``.npz`` arrays                             ``.csv`` / Parquet co
 =============  ==========================================  ==================================
 Gaussian       ``mean`` (N,), ``std`` (N,)                 ``mean``, ``std``
 quantiles      ``quantiles`` (N, Q), ``levels`` (Q,)       ``q_<level>``, e.g. ``q_0.05``
-samples        ``samples`` (N, S)                          ``s_<j>``: ``s_0`` ... ``s_<S-1>``
+samples        ``samples`` (N, S)                          ``sample_<j>``: ``sample_0`` ...
 =============  ==========================================  ==================================
 
 plus the targets: ``.npz`` key ``y`` (else ``target``, ``labels``, ``label``; or
@@ -17,8 +17,8 @@ class``, or ``--labels COL``). Quantile columns are read in the file's order and
 levels must increase; sample columns are ordered by ``j``. Other columns are ignored.
 
 The task is decided from the names (``task_of()``): a file with regression names and
-none of a classifier's is a regression file; one with both, or whose only score columns
-are ``s_<j>`` (samples or class scores?), needs ``--task``. Every problem is an
+none of a classifier's (``.npz`` keys ``probs``, ``logits``; ``--probs`` or ``--logits``)
+is a regression file; one with both needs ``--task``. Every problem is an
 ``InputError`` (one line, exit code 2) naming the file, what was found and what is expected.
 """
 
@@ -46,12 +46,14 @@ NPZ_KEYS = {
 }
 NPZ_TARGETS = ("y", "target", "labels", "label")
 _QUANTILE = re.compile(r"q_(\d*\.?\d+(?:[eE][+-]?\d+)?)")
-_SAMPLE = re.compile(r"s_(\d+)")
+_SAMPLE = re.compile(r"sample_(\d+)")
 EXPECTED = (
     "expected one form: `mean` and `std` (Gaussian), `quantiles` (N, Q) with `levels` (Q,) "
     "(.npz) or columns q_<level> such as q_0.05 (tables), or `samples` (N, S) (.npz) or "
-    "columns s_0 ... s_<S-1> (tables); plus the targets `y`"
+    "columns sample_0 ... sample_<S-1> (tables); plus the targets `y`"
 )
+
+_TASK_HINT = " (a classifier's file: pass --task classification)"
 
 
 class RegressionModel(NamedTuple):
@@ -117,13 +119,6 @@ def task_of(path: Path, args) -> str:
         classifier = (
             ["--probs/--logits"] if args.probs is not None or args.logits is not None else []
         )
-        if not classifier and not markers["gaussian"] and not markers["quantiles"]:
-            if markers["samples"]:
-                raise InputError(
-                    f"{path}: the columns {_short(markers['samples'])} may be samples of a "
-                    "regression model or class scores: pass --task regression or --task "
-                    "classification."
-                )
     else:
         return "classification"
     found = [c for cols in markers.values() for c in cols]
@@ -146,13 +141,13 @@ def _form(path: Path, markers: dict[str, list[str]], complete) -> str:
     found = "; ".join(f"{FORM_NAMES[f]}: {_short(markers[f])}" for f in present) or "none"
     if len(present) != 1:
         what = "mixed forms" if present else "no regression predictions"
-        raise InputError(f"{path}: {what} (found {found}); {EXPECTED}.")
+        raise InputError(f"{path}: {what} (found {found}); {EXPECTED}{_TASK_HINT}.")
     form = present[0]
     missing = complete(form)
     if missing:
         raise InputError(
             f"{path}: incomplete {FORM_NAMES[form]} predictions: missing {', '.join(missing)} "
-            f"(found {found}); {EXPECTED}."
+            f"(found {found}); {EXPECTED}{_TASK_HINT}."
         )
     return form
 
