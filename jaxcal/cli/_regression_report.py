@@ -5,7 +5,9 @@ the classifier report's kernels are, so a second run compiles nothing) computes 
 number of one model with ``jaxcal.regression`` and :func:`jaxcal.stats.pit_test`:
 
 * bootstrapped (percentile intervals, the classifier report's resamples: indices drawn
-  from ``split(key(seed))[0]``): miscalibration area, MACE and RMSCE (100 levels, central
+  from ``split(key(seed))[0]``; each replicate from per-row terms computed once, the
+  resample's counts as weights, so no sort per resample, ``replicate_fn()``):
+  miscalibration area, MACE and RMSCE (100 levels, central
   intervals, uncertainty-toolbox's), the coverage of the central 90% interval, the form's
   CRPS (closed form for a Gaussian, the fair ensemble estimator for samples, twice the
   mean pinball loss for quantiles), the pinball loss (quantiles), the log score, ENCE and
@@ -39,6 +41,9 @@ from jaxcal.cli._format import _json_safe, _num, _table, format_p
 from jaxcal.cli._io import InputError
 from jaxcal.cli._regression_input import FORM_NAMES, RegressionModel, load_regression
 from jaxcal.cli._report import CONFIDENCE
+from jaxcal.regression._calibration import _statistic as curve_statistic
+from jaxcal.regression._calibration import _thresholds as curve_thresholds
+from jaxcal.regression._calibration import trapezoid_gap_area
 from jaxcal.stats._resampling.consistency import batch_plan, map_batches, vmap_batch
 
 #: Level of the PIT's Kuiper test that decides "miscalibrated".
@@ -47,6 +52,8 @@ ALPHA = 0.05
 Z = 1.96
 #: Levels of the curve summaries (uncertainty-toolbox's default grid).
 N_LEVELS = 100
+#: The levels as ``calibration_curve`` makes them (float64 linspace, then the data's dtype).
+GRID = tuple(float(v) for v in np.linspace(0.0, 1.0, N_LEVELS))
 #: Levels of the printed calibration curve.
 INTERVAL_LEVELS = (0.2, 0.5, 0.8, 0.9, 0.95)
 QUANTILE_LEVELS = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -113,11 +120,69 @@ def _metrics(form: str, data, y, n_bins: int) -> dict:
     return out
 
 
-def _rows(form: str, data, idx):
-    """The prediction's rows ``idx`` (the levels of quantiles are not rows)."""
-    if form == "quantiles":
-        return (data[0][idx], data[1])
-    return tuple(a[idx] for a in data)
+def _row_terms(form: str, data, y, pred) -> dict:
+    """Per-row terms whose weighted means are the bootstrapped numbers (the scores) and
+    the central-interval statistic of the calibration curves (``|z|`` for a Gaussian,
+    ``|PIT - 1/2|`` otherwise, as ``jaxcal.regression.calibration_curve`` compares)."""
+    if form == "gaussian":
+        terms = {
+            "crps": reg.crps_gaussian(*data, y, reduction="none"),
+            "log_score": reg.log_score_gaussian(*data, y, reduction="none"),
+        }
+    elif form == "quantiles":
+        terms = {
+            "crps": reg.crps_quantile(*data, y, reduction="none"),
+            "pinball": reg.pinball_loss(*data, y, reduction="none"),
+        }
+    else:
+        terms = {"crps": reg.crps_ensemble(data[0], y, reduction="none")}
+    stat, scale = curve_statistic(pred, y, "interval")
+    return terms, stat, scale
+
+
+def _replicate(counts, terms, level_of_row, covered_90, n_levels, form, data, y, n_bins):
+    """The bootstrapped numbers of one resample, given as the rows' ``counts``.
+
+    Equal to recomputing each number on the resampled rows: the scores are means of
+    per-row terms; observed coverage at level l is the share of rows whose statistic is at
+    most the level's threshold (row i counts from level ``level_of_row[i]`` on); ENCE
+    and UCE take the counts as weights. No sort per resample.
+    """
+    dtype = y.dtype
+    c = counts.astype(dtype)
+    total = jnp.sum(c)
+    out = {name: jnp.sum(c * t) / total for name, t in terms.items()}
+    hits = jax.ops.segment_sum(c, level_of_row, n_levels + 1)
+    observed = jnp.cumsum(hits)[:n_levels] / total
+    expected = jnp.asarray(GRID, dtype)
+    gap = observed - expected
+    out["miscalibration_area"] = trapezoid_gap_area(expected, gap)
+    out["mace"] = jnp.mean(jnp.abs(gap))
+    out["rmsce"] = jnp.sqrt(jnp.mean(gap * gap))
+    out["coverage_90"] = jnp.sum(c * covered_90) / total
+    if form == "gaussian":
+        pred = reg.Gaussian(*data)
+        out["ence"] = reg.ence(pred, y, n_bins=n_bins, weights=c)
+        out["uce"] = reg.uce(pred, y, n_bins=n_bins, weights=c)
+    return out
+
+
+def replicate_fn(form: str, data, y, n_bins: int):
+    """``one(idx)``: the bootstrapped numbers of the rows ``idx`` (``(N,)`` indices drawn
+    with replacement), from per-row terms computed once here."""
+    n = y.shape[0]
+    dtype = y.dtype
+    terms, stat, scale = _row_terms(form, data, y, _pred(form, data))
+    thresholds = curve_thresholds(jnp.asarray(GRID, dtype), "interval", scale).astype(dtype)
+    level_of_row = jnp.searchsorted(thresholds, stat, side="left")
+    t90 = curve_thresholds(jnp.asarray(0.9, dtype), "interval", scale).astype(dtype)
+    covered_90 = (stat <= t90).astype(dtype)
+
+    def one(idx):
+        counts = jax.ops.segment_sum(jnp.ones_like(idx), idx, n)
+        return _replicate(counts, terms, level_of_row, covered_90, N_LEVELS, form, data, y, n_bins)
+
+    return one
 
 
 def _regression_kernel(*arrays, form, n_bins, n_resamples):
@@ -127,12 +192,8 @@ def _regression_kernel(*arrays, form, n_bins, n_resamples):
     boot_key, _ = jax.random.split(jax.random.wrap_key_data(key_data))
     estimates = _metrics(form, data, y, n_bins)
     n = y.shape[0]
-    width = data[0].shape[1] if data[0].ndim == 2 else 1
-    n_batches, batch = batch_plan(n_resamples, None, n * width)
-
-    def one(idx):
-        return _metrics(form, _rows(form, data, idx), y[idx], n_bins)
-
+    n_batches, batch = batch_plan(n_resamples, None, n)
+    one = replicate_fn(form, data, y, n_bins)
     seeds = resample_seeds(boot_key, n_resamples)
     samples = map_batches(vmap_batch(one), seeds, n_batches, batch, partial(indices, n=n))
     tail = (1 - CONFIDENCE) / 2

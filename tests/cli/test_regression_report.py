@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy.stats import norm
@@ -24,12 +26,18 @@ from jaxcal._core import cache_dir as _cache
 from jaxcal.cli import main
 from jaxcal.cli._io import InputError
 from jaxcal.cli._regression_input import task_of
+from jaxcal.cli._regression_report import replicate_fn
 from tests.helpers import assert_close
 
 N = 200
 RESAMPLES = 30
 LEVELS = np.array([0.05, 0.25, 0.5, 0.75, 0.95])
-S = 20
+# No sample PIT u = (2k + 1) / 56 (S = 27) lies exactly on a level of the report's curves,
+# where float rounding (eager, or inside the report's kernel with other compiler options)
+# decides the tie: |u - 1/2| = m / 56 (m odd) is none of the thresholds l / 198 of the
+# 100-level grid (99 m = 28 l has no odd m), nor 0.1, 0.25, 0.4, 0.45, 0.475; u is none of
+# 0.05, 0.25, 0.5, 0.75, 0.95.
+S = 27
 
 
 def _data(seed=0):
@@ -164,6 +172,22 @@ def test_each_form_from_npz_csv_and_parquet_equals_the_library(tmp_path, capsys,
     out = capsys.readouterr().out
     assert "jaxcal report (regression predictions)" in out and "CRPS" in out
     assert "Kuiper" in out and "central 90% interval" in out
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_a_bootstrap_replicate_equals_the_library_on_the_resampled_rows(form):
+    """The kernel's replicates come from per-row terms and resample counts (no sort per
+    resample): each equals jaxcal.regression called on the resampled rows."""
+    arrays = FORMS[form]()
+    idx = np.random.default_rng(1).integers(0, N, N)
+    resampled = {k: v if k == "levels" else v[idx] for k, v in arrays.items()}
+    pred, y = _pred(arrays)
+    one = replicate_fn(form, tuple(pred), y, 15)
+    got = {k: float(v) for k, v in jax.jit(one)(jnp.asarray(idx, jnp.int32)).items()}
+    want = _direct(resampled)
+    assert set(got) == set(want)
+    for key, value in want.items():
+        assert_close(got[key], value, rtol=2e-5, atol=2e-6, err_msg=key)
 
 
 def test_the_verdict_reads_calibrated_over_under_dispersed_and_biased(tmp_path, capsys):
@@ -328,6 +352,7 @@ jax.monitoring.register_event_duration_secs_listener(
 from jaxcal.cli import main
 from jaxcal.cli._io import InputError
 from jaxcal.cli._regression_input import task_of
+from jaxcal.cli._regression_report import replicate_fn
 code = main(sys.argv[1:])
 print("COMPILED", names, file=sys.stderr)
 sys.exit(code)
