@@ -36,7 +36,7 @@ import jaxcal
 from jaxcal import regression as reg
 from jaxcal import stats
 from jaxcal._core.random import indices, resample_seeds
-from jaxcal._core.store import Kernel
+from jaxcal._core.store import FAST_RUN, Kernel
 from jaxcal.cli._format import _json_safe, _num, _table, format_p
 from jaxcal.cli._io import InputError
 from jaxcal.cli._regression_input import FORM_NAMES, RegressionModel, load_regression
@@ -217,13 +217,19 @@ def _regression_kernel(*arrays, form, n_bins, n_resamples):
 
 
 _KERNEL = Kernel("report_regression", _regression_kernel)
+#: From this many rows the kernel is compiled at XLA's default optimisation
+#: (``FAST_RUN``): at N = 1e5 (Gaussian, 200 resamples, load 10) it compiles in 29 s
+#: against 17 s but runs in 7 s against 38 s; smaller inputs compile for speed.
+LARGE_ROWS = 2**14
+_KERNEL_LARGE = Kernel("report_regression_large", _regression_kernel, options=FAST_RUN)
 
 
 def regression_call(model: RegressionModel, *, n_bins: int, n_resamples: int, seed: int):
     """(kernel, arrays, static options) of one model's report."""
     key_data = jax.random.key_data(jax.random.key(seed))
     arrays = (*model.arrays, model.y, key_data)
-    return _KERNEL, arrays, {"form": model.form, "n_bins": n_bins, "n_resamples": n_resamples}
+    kernel = _KERNEL_LARGE if model.n >= LARGE_ROWS else _KERNEL
+    return kernel, arrays, {"form": model.form, "n_bins": n_bins, "n_resamples": n_resamples}
 
 
 def pit_null_variance(model: RegressionModel) -> float:
