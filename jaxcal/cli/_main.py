@@ -61,10 +61,7 @@ input files (the format is decided by the extension):
             probabilities (or --probs 'p_*'); one score column is a binary problem
   .parquet  or a folder of Parquet files: streamed in bounded memory, no tests, --fit
             or --plot (pip install "jaxcal[parquet]")
-  regression: .npz arrays y and mean, std (Gaussian) or quantiles (N, Q) with levels
-            (Q,) or samples (N, S); .csv / Parquet columns y and mean, std or q_<level>
-            (q_0.05, q_0.5, ...) or sample_0 ... sample_<S-1>: the PIT tests, calibration curve,
-            CRPS and coverage (--task regression where a file could be either)
+  regression  y and mean, std | quantiles, levels (q_0.05, ...) | samples (sample_0, ...)
   --sql DB --table T   a DuckDB table: the state is computed inside DuckDB and the
             streamed report printed (pip install "jaxcal[sql]"); --state FILE reports a
             stored state table (jaxcal.streaming.to_table)
@@ -207,8 +204,8 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "--task",
         choices=("regression", "classification"),
-        help="what the files hold (default: decided from their columns or keys; needed "
-        "when a file could be either)",
+        metavar="TASK",
+        help="regression or classification (default: from the names in the files)",
     )
     rep.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
     rep.add_argument(
