@@ -111,8 +111,8 @@ def task_of(path: Path, args) -> str:
     elif suffix == ".csv" or path.is_dir() or suffix in (".parquet", ".pq"):
         try:
             names = read_header(path) if suffix == ".csv" else parquet_names(path)
-        except CsvError:
-            return "classification"
+        except (CsvError, InputError):
+            return "classification"  # the classifier's reader reports the unreadable file
         if names is None:
             return "classification"
         markers = _table_markers(names)
