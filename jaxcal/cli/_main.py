@@ -34,7 +34,7 @@ from jaxcal.cli._io import InputError, load, load_demo
 from jaxcal.cli._parquet import is_parquet, report_streamed
 from jaxcal.cli._progress import Progress
 from jaxcal.cli._regression_input import task_of
-from jaxcal.cli._regression_report import report_regression
+from jaxcal.cli._regression_output import report_regression
 from jaxcal.cli._report import CONFIDENCE, compute_report, report_calls
 from jaxcal.cli._segments import compute_segments, print_segments, read_column
 from jaxcal.cli._validate import validate
