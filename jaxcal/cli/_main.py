@@ -33,6 +33,8 @@ from jaxcal.cli._harness import compute_harness, harness_call, print_harness
 from jaxcal.cli._io import InputError, load, load_demo
 from jaxcal.cli._parquet import is_parquet, report_streamed
 from jaxcal.cli._progress import Progress
+from jaxcal.cli._regression_input import task_of
+from jaxcal.cli._regression_output import report_regression
 from jaxcal.cli._report import CONFIDENCE, compute_report, report_calls
 from jaxcal.cli._segments import compute_segments, print_segments, read_column
 from jaxcal.cli._validate import validate
@@ -59,6 +61,7 @@ input files (the format is decided by the extension):
             probabilities (or --probs 'p_*'); one score column is a binary problem
   .parquet  or a folder of Parquet files: streamed in bounded memory, no tests, --fit
             or --plot (pip install "jaxcal[parquet]")
+  regression  y and mean, std | quantiles, levels (q_0.05, ...) | samples (sample_0, ...)
   --sql DB --table T   a DuckDB table: the state is computed inside DuckDB and the
             streamed report printed (pip install "jaxcal[sql]"); --state FILE reports a
             stored state table (jaxcal.streaming.to_table)
@@ -198,6 +201,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="COL",
         help="--sql: unique integer column keying the bootstrap replicates (default rowid)",
     )
+    rep.add_argument(
+        "--task",
+        choices=("regression", "classification"),
+        metavar="TASK",
+        help="regression or classification (default: from the names in the files)",
+    )
     rep.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
     rep.add_argument(
         "--no-cache",
@@ -249,6 +258,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_args(args)
         if args.sql is not None or args.state is not None:
             code = report_warehouse(args)
+            sys.stdout.flush()
+            return code
+        tasks = {task_of(p, args) for p in args.files} or {args.task or "classification"}
+        if "regression" in tasks:
+            if len(tasks) > 1:
+                raise InputError(
+                    "the files hold regression and classifier predictions: report them apart."
+                )
+            code = report_regression(args, progress)
             sys.stdout.flush()
             return code
         if args.stream or any(is_parquet(p) for p in args.files):
