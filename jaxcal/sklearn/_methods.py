@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcal import calibrators as C
+from jaxcal._core.eager import call_stored
 from jaxcal.calibrators import VennAbersParams
 
 METHODS = ("sigmoid", "isotonic", "temperature", "venn_abers")
@@ -128,23 +129,53 @@ def _fit(method, predictions, y, class_index, n_classes, sample_weight, from_pro
     n = predictions.shape[0]
     size = padded_size(n)
     w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, np.float64)
-    w = jnp.asarray(_pad(w, size), _dtype())
+    w = _pad(w, size).astype(np.float64)
     if is_binary(cal):
         columns = np.asarray(predictions, np.float64).T  # (C, N)
         if n_classes == 2 and columns.shape[0] == 1:
             targets = (y == 1)[None, :]
         else:
             targets = y[None, :] == class_index[:, None]
-        x = jnp.asarray(_pad(columns.T, size).T, _dtype())
-        t = jnp.asarray(_pad(targets.T.astype(np.int32), size).T)
-        params = jax.vmap(lambda xc, tc: cal.fit(xc, tc, weights=w))(x, t)
+        # NumPy arrays, contiguous: jnp.asarray of a transposed array compiles a program
+        x = np.ascontiguousarray(_pad(columns.T, size).T)
+        t = np.ascontiguousarray(_pad(targets.T.astype(np.int32), size).T)
+        params = _stored(_fit_columns, method, x, t, w)
     else:
         logits = _pad(to_logits(predictions, from_proba), size)
-        labels = jnp.asarray(_pad(np.asarray(y, np.int32), size))
-        params = cal.fit(_inputs_of(cal, logits), labels, weights=w)
+        labels = _pad(np.asarray(y, np.int32), size)
+        params = _stored(_fit_multiclass, method, logits, labels, w)
     # NumPy leaves: a pickled jax float64 array comes back as float32 without x64
     params = jax.tree.map(np.asarray, params)
     return Fitted(method, params, np.asarray(class_index), n_classes, from_proba)
+
+
+def _stored(kernel: Any, method: Any, *arrays: Any) -> Any:
+    """``kernel(*arrays, method=method)`` as one program: for a built-in method (named by
+    its string) compiled once per padded size and kept in the executable store, so a new
+    process loads it; a user's ``Calibrator`` is traced as it is."""
+    if isinstance(method, str):
+        return call_stored(kernel, *arrays, method=method)
+    return kernel(*arrays, method=method)
+
+
+def _fit_columns(x: jax.Array, t: jax.Array, w: jax.Array, *, method: Any) -> Any:
+    """A binary calibrator fitted to each response column ``x`` ``(C, N)`` (one vmap)."""
+    cal = calibrator_of(method)
+    return jax.vmap(lambda xc, tc: cal.fit(xc, tc, weights=w))(x, t)
+
+
+def _fit_multiclass(logits: jax.Array, labels: jax.Array, w: jax.Array, *, method: Any) -> Any:
+    cal = calibrator_of(method)
+    return cal.fit(_inputs_of(cal, logits), labels, weights=w)
+
+
+def _apply_columns(params: Any, x: jax.Array, *, method: Any) -> jax.Array:
+    return jax.vmap(calibrator_of(method).apply)(params, x)
+
+
+def _apply_multiclass(params: Any, logits: jax.Array, *, method: Any) -> jax.Array:
+    cal = calibrator_of(method)
+    return cal.apply(params, _inputs_of(cal, logits))
 
 
 def _inputs_of(cal: Any, logits: np.ndarray) -> jax.Array:
@@ -194,8 +225,9 @@ def _predict(fitted: Fitted, predictions: np.ndarray) -> np.ndarray:
         columns = np.asarray(predictions, np.float64)
         if isinstance(fitted.params, VennAbersParams):  # see the module docstring
             columns = snap_to_calibration_scores(fitted.params, columns.T).T
-        x = jnp.asarray(_pad(columns, size).T, _dtype())
-        cols = np.asarray(jax.vmap(cal.apply)(fitted.params, x), np.float64)[:, :n]
+        x = np.ascontiguousarray(_pad(columns, size).T)
+        cols = np.asarray(_stored(_apply_columns, fitted.method, fitted.params, x), np.float64)
+        cols = cols[:, :n]
         proba = np.zeros((n, fitted.n_classes))
         if fitted.n_classes == 2 and cols.shape[0] == 1:
             proba[:, 1] = cols[0]
@@ -207,7 +239,8 @@ def _predict(fitted: Fitted, predictions: np.ndarray) -> np.ndarray:
             proba = np.divide(proba, total, out=uniform, where=total != 0)
     else:
         logits = _pad(to_logits(predictions, fitted.from_proba), size)
-        out = np.asarray(cal.apply(fitted.params, _inputs_of(cal, logits)), np.float64)[:n]
+        out = _stored(_apply_multiclass, fitted.method, fitted.params, logits)
+        out = np.asarray(out, np.float64)[:n]
         proba = np.zeros((n, fitted.n_classes))
         proba[:, fitted.class_index if out.shape[1] < fitted.n_classes else slice(None)] = out
     proba[(proba > 1.0) & (proba <= 1.0 + 1e-5)] = 1.0
