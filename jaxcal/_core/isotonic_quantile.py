@@ -34,17 +34,16 @@ from jaxcal._core.isotonic import float_keys
 
 
 class Wavelet(NamedTuple):
-    """A weighted wavelet matrix of a sequence of ranks in [0, 2^L), L = ``zeros.shape[0]``.
+    """A weighted wavelet matrix of a sequence of ranks in [0, 2^L), L = ``nz.shape[0]``.
 
     Attributes:
-      zeros: ``(L, N + 1)`` int32, at level l the count of 0 bits in the first j entries.
-      wzero, wone: ``(L, N + 1)`` the weights of the 0 (1) bits in the first j entries.
-      nz: ``(L,)`` int32 number of 0 bits per level.
+      table: ``(L, N + 1, 3)`` at ``[l, j]``: the count of 0 bits among the first j
+        entries at level l, and the weights of the 0 bits and of the 1 bits among them
+        (counts as floats: exact up to 2^24 rows in float32).
+      nz: ``(L,)`` number of 0 bits per level (as ``table``'s dtype).
     """
 
-    zeros: jax.Array
-    wzero: jax.Array
-    wone: jax.Array
+    table: jax.Array
     nz: jax.Array
 
 
@@ -59,20 +58,27 @@ def wavelet(ranks: jax.Array, w: jax.Array) -> Wavelet:
     first), O(N) each."""
     n = ranks.shape[0]
     idx = jnp.arange(n, dtype=jnp.int32)
-    zeros, wzero, wone, nz = [], [], [], []
+    rows, nz = [], []
     a, wa = ranks.astype(jnp.int32), w
-    zero = jnp.zeros((1,), jnp.int32)
+    head = jnp.zeros((1, 3), w.dtype)
     for bit in reversed(range(n_levels(n))):
         one = ((a >> bit) & 1).astype(bool)
-        z = jnp.concatenate([zero, jnp.cumsum(~one, dtype=jnp.int32)])
-        zeros.append(z)
-        wzero.append(jnp.concatenate([jnp.zeros((1,), w.dtype), jnp.cumsum(jnp.where(one, 0, wa))]))
-        wone.append(jnp.concatenate([jnp.zeros((1,), w.dtype), jnp.cumsum(jnp.where(one, wa, 0))]))
-        nz.append(z[n])
-        dest = jnp.where(one, z[n] + idx - z[:-1], z[:-1])
+        z = jnp.cumsum(~one, dtype=jnp.int32)
+        cols = jnp.stack(
+            [
+                z.astype(w.dtype),
+                jnp.cumsum(jnp.where(one, 0, wa)),
+                jnp.cumsum(jnp.where(one, wa, 0)),
+            ],
+            1,
+        )
+        rows.append(jnp.concatenate([head, cols]))
+        nz.append(z[n - 1])
+        before = z - (~one)
+        dest = jnp.where(one, z[n - 1] + idx - before, before)
         a = jnp.zeros_like(a).at[dest].set(a, unique_indices=True)
         wa = jnp.zeros_like(wa).at[dest].set(wa, unique_indices=True)
-    return Wavelet(jnp.stack(zeros), jnp.stack(wzero), jnp.stack(wone), jnp.stack(nz))
+    return Wavelet(jnp.stack(rows), jnp.stack(nz).astype(w.dtype))
 
 
 def range_quantile(wm: Wavelet, lo, hi, t, upper: bool):
@@ -80,25 +86,30 @@ def range_quantile(wm: Wavelet, lo, hi, t, upper: bool):
 
     ``upper=False``: the smallest rank r whose entries of rank <= r weigh ``>= t`` (the
     lower, inverted-CDF quantile); ``upper=True``: the largest rank r whose entries of
-    rank >= r weigh ``>= t``. O(L) scalar steps; ``t`` in (0, weight of the range].
+    rank >= r weigh ``>= t``. L steps of one gather each (a rolled loop: a small
+    program); ``t`` in (0, weight of the range].
     """
-    acc = jnp.zeros_like(t)
-    r = jnp.zeros_like(lo)
-    for level in range(wm.zeros.shape[0]):
-        z_lo, z_hi = wm.zeros[level, lo], wm.zeros[level, hi]
-        if upper:
-            side = wm.wone[level, hi] - wm.wone[level, lo]
-            go_one = acc + side >= t
-            acc = jnp.where(go_one, acc, acc + side)
-        else:
-            side = wm.wzero[level, hi] - wm.wzero[level, lo]
-            go_one = ~(acc + side >= t)
-            acc = jnp.where(go_one, acc + side, acc)
-        nz = wm.nz[level]
+    nzs = wm.nz
+    width = wm.table.shape[1]
+    table = wm.table.reshape(-1, 3)  # flat rows: a row of one level would be copied
+    col = 2 if upper else 1
+
+    def level(k, carry):
+        lo, hi, acc, r = carry
+        base = k * width
+        e_lo, e_hi = table[base + lo], table[base + hi]  # (..., 3) rows: one gather each
+        side = e_hi[..., col] - e_lo[..., col]
+        reach = acc + side >= t
+        go_one = reach if upper else ~reach
+        acc = jnp.where(reach, acc, acc + side)
+        z_lo, z_hi = e_lo[..., 0].astype(lo.dtype), e_hi[..., 0].astype(lo.dtype)
+        nz = nzs[k].astype(lo.dtype)
         lo = jnp.where(go_one, nz + lo - z_lo, z_lo)
         hi = jnp.where(go_one, nz + hi - z_hi, z_hi)
-        r = 2 * r + go_one.astype(r.dtype)
-    return r
+        return lo, hi, acc, 2 * r + go_one.astype(r.dtype)
+
+    init = (lo, hi, jnp.zeros_like(t), jnp.zeros_like(lo))
+    return jax.lax.fori_loop(0, nzs.shape[0], level, init)[3]
 
 
 def upper_level(level: float) -> float:

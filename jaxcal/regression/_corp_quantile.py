@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal._core.isotonic_quantile import quantile_fit, range_quantile, upper_level, wavelet
+from jaxcal._core.isotonic_quantile import quantile_fit, upper_level
 from jaxcal.regression._inputs import (
     check_rows,
     check_target,
@@ -182,14 +182,14 @@ def _decomposition_kernel(quantile, y, weights, level):
     n = y.shape[0]
     recal = jnp.zeros((n,), y.dtype).at[fit.order].set(fit.fitted, unique_indices=True)
     # The marginal quantile: the midpoint of the lower and upper quantile of all targets.
-    stop = jax.lax.stop_gradient
-    ys = stop(jnp.sort(jnp.where(live, y, jnp.inf)))
-    ws = stop(raw[jnp.argsort(jnp.where(live, y, jnp.inf))])
-    wm = wavelet(jnp.arange(n, dtype=jnp.int32), ws)
-    total = jnp.sum(ws)
+    order = jnp.argsort(jnp.where(live, y, jnp.inf))
+    ys, ws = jax.lax.stop_gradient(y[order]), raw[order]
+    below, above = jnp.cumsum(ws), jnp.cumsum(ws[::-1])[::-1]  # weight up to / from j
     m = jnp.sum(live, dtype=jnp.int32)
-    lo = ys[range_quantile(wm, jnp.int32(0), m, total * level, upper=False)]
-    up = ys[range_quantile(wm, jnp.int32(0), m, total * upper_level(level), upper=True)]
+    last = jnp.maximum(m - 1, 0)
+    total = below[-1]
+    lo = ys[jnp.minimum(jnp.searchsorted(below, total * level, side="left"), last)]
+    up = ys[jnp.clip(jnp.sum(above >= total * upper_level(level)) - 1, 0, last)]
     marginal = jnp.where(m > 0, 0.5 * (lo + up), 0)
     w, live = live_weights(weights, n, y.dtype)
     score = wsum(_pinball(y, quantile, level), w, live)
