@@ -74,7 +74,7 @@ def wavelet(ranks: jax.Array, w: jax.Array) -> Wavelet:
         )
         rows.append(jnp.concatenate([head, cols]))
         nz.append(z[n - 1])
-        before = z - (~one)
+        before = z - (~one).astype(jnp.int32)
         dest = jnp.where(one, z[n - 1] + idx - before, before)
         a = jnp.zeros_like(a).at[dest].set(a, unique_indices=True)
         wa = jnp.zeros_like(wa).at[dest].set(wa, unique_indices=True)

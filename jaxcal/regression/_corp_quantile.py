@@ -188,8 +188,9 @@ def _decomposition_kernel(quantile, y, weights, level):
     m = jnp.sum(live, dtype=jnp.int32)
     last = jnp.maximum(m - 1, 0)
     total = below[-1]
-    lo = ys[jnp.minimum(jnp.searchsorted(below, total * level, side="left"), last)]
-    up = ys[jnp.clip(jnp.sum(above >= total * upper_level(level)) - 1, 0, last)]
+    first = jnp.searchsorted(below, total * level, side="left").astype(jnp.int32)
+    lo = ys[jnp.minimum(first, last)]
+    up = ys[jnp.clip(jnp.sum(above >= total * upper_level(level), dtype=jnp.int32) - 1, 0, last)]
     marginal = jnp.where(m > 0, 0.5 * (lo + up), 0)
     w, live = live_weights(weights, n, y.dtype)
     score = wsum(_pinball(y, quantile, level), w, live)
