@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxcal._core.isotonic import float_keys
+from jaxcal._core.numerics import vary_like
 
 
 class Wavelet(NamedTuple):
@@ -108,7 +109,7 @@ def range_quantile(wm: Wavelet, lo, hi, t, upper: bool):
         hi = jnp.where(go_one, nz + hi - z_hi, z_hi)
         return lo, hi, acc, 2 * r + go_one.astype(r.dtype)
 
-    init = (lo, hi, jnp.zeros_like(t), jnp.zeros_like(lo))
+    init = vary_like((lo, hi, jnp.zeros_like(t), jnp.zeros_like(lo)), table)
     return jax.lax.fori_loop(0, nzs.shape[0], level, init)[3]
 
 
@@ -229,7 +230,8 @@ def _pava_loop(ys, m, lower):
         phase, _, e, *_ = c
         return (phase != 0) | (e + 1 < m)
 
-    init = (zero, zero, zero, ys[0], zero, ys[0], zero, values, starts)
+    # Typed as varying like the data inside shard_map (as isotonic.stack_pool).
+    init = vary_like((zero, zero, zero, ys[0], zero, ys[0], zero, values, starts), ys)
     _, s, _, v, top, _, _, values, starts = jax.lax.while_loop(cond, body, init)
     values = jax.lax.dynamic_update_slice(values, v[None], (top,))
     starts = jax.lax.dynamic_update_slice(starts, s[None], (top,))
