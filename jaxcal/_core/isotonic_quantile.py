@@ -24,6 +24,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 from decimal import Decimal
 from typing import NamedTuple
 
@@ -135,6 +136,33 @@ class QuantileFit(NamedTuple):
 
 
 def quantile_fit(s: jax.Array, y: jax.Array, w: jax.Array, level: float) -> QuantileFit:
+    """``_quantile_fit()`` of the inputs without gradient (the fit is piecewise constant in
+    ``s`` and picks targets), one fit after the other under ``vmap``: batched, the loop's
+    buffer writes become scatters copied whole each step (4 fits of 1e4 rows took 35 s,
+    against 0.1 s in sequence)."""
+    stop = jax.lax.stop_gradient
+    return _sequential_fit(float(level))(stop(s), stop(y), stop(w))
+
+
+@functools.cache
+def _sequential_fit(level: float):
+    @jax.custom_batching.custom_vmap
+    def fit(s, y, w):
+        return _quantile_fit(s, y, w, level)
+
+    @fit.def_vmap
+    def rule(axis_size, in_batched, s, y, w):
+        args = tuple(
+            x if batched else jnp.broadcast_to(x, (axis_size, *x.shape))
+            for x, batched in zip((s, y, w), in_batched, strict=True)
+        )
+        out = jax.lax.map(lambda a: fit(*a), args)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return fit
+
+
+def _quantile_fit(s: jax.Array, y: jax.Array, w: jax.Array, level: float) -> QuantileFit:
     """Isotonic regression of the level-quantile of ``y`` on ``s`` (model-diagnostics').
 
     Rows of weight 0 are dropped. The rows are sorted by score, tied scores by target
@@ -169,7 +197,7 @@ def quantile_fit(s: jax.Array, y: jax.Array, w: jax.Array, level: float) -> Quan
         t = (prefix[hi] - prefix[lo]) * lo_q
         return y_by_rank[range_quantile(wm, lo, hi, t, upper=False)]
 
-    values, starts, top = _lower_pava(ys, m, lower)
+    values, starts, top = _pava_loop(ys, m, lower)
     # Upper quantile of each lower-PAV block, then the minimum from the right.
     slots = iota
     live = slots <= top
@@ -183,17 +211,12 @@ def quantile_fit(s: jax.Array, y: jax.Array, w: jax.Array, level: float) -> Quan
     return QuantileFit(mid[block], order, keys, jnp.where(m > 0, m, 0))
 
 
-def _lower_pava(ys: jax.Array, m: jax.Array, lower):
+def _pava_loop(ys, m, lower):
     """Busing's PAV on the lower block quantile (``lower(lo, hi)`` of positions [lo, hi)).
 
     Returns ``(values, starts, top)``: the blocks' values and first positions in slots
     0..top (``(N,)`` each).
     """
-    stop = jax.lax.stop_gradient
-    return _pava_loop(stop(ys), m, lower)
-
-
-def _pava_loop(ys, m, lower):
     n = ys.shape[0]
     itype = jnp.int32
     # The finished blocks fill slots 0..top-1; the open block (start s, last e, value v)
