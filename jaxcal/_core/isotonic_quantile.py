@@ -8,6 +8,10 @@ size. The PAV itself is Busing's (2022) O(N) loop, in the order of model-diagnos
 ``gpava`` (extend the block forward while the next target lies at or below its value,
 then pool it with the blocks below while theirs is at or above), at most 4N steps of one
 query each: O(N log N) in all, in one ``lax.while_loop`` over fixed (N,) buffers.
+Measured (float32, 2 shared CPU cores at load 4, forecasts with ties): the reliability
+kernel 0.10 s at N = 1e4 and 0.67 s at 1e5 (model-diagnostics' NumPy fit: 0.77 s at
+1e4); compiling it takes about as long as the mean's isotonic kernel (10 s against 8.6 s
+at that load). The loop is sequential scalar work (not measured on a GPU).
 
 Quantile convention (model-diagnostics 1.5, ``_utils/isotonic.py``): the PAV runs on the
 *lower* quantile (NumPy's ``method="inverted_cdf"``: the smallest target whose cumulative

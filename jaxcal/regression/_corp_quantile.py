@@ -139,8 +139,9 @@ def quantile_reliability(
 
     Cost: O(N log N): one sort, a weighted wavelet matrix of the targets' ranks
     (``log2 N`` levels), and Busing's PAV loop of at most 4N steps, each one O(log N)
-    range-quantile query (``jaxcal._core.isotonic_quantile``). ``level`` is static (a
-    new level compiles a new program). Under float64 the fit equals model-diagnostics
+    range-quantile query (``jaxcal._core.isotonic_quantile``; 0.1 s at N = 1e4, 0.7 s
+    at 1e5 on one CPU core); under ``vmap`` the fits run one after the other. ``level`` is
+    static (a new level compiles a new program); no gradient flows through the fit. Under float64 the fit equals model-diagnostics
     exactly; under float32 ``W * level`` is rounded in float32 (block weights from
     float32 prefix sums: exact for integer weights up to 2^24 rows).
 
