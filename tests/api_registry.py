@@ -42,7 +42,8 @@ transformation, namely
 * regression: ``calibration_curve`` (one sort of the standardised residuals),
   ``crps_ensemble`` (a sort per row), ``pit.quantiles`` (the interpolated quantiles) and
   ``pit_test`` (the sorted weighted ECDF and the series of its laws), and the isotonic
-  recalibration of the PIT (a PAV fit, its inverse by interpolation);
+  recalibration of the PIT (a PAV fit, its inverse by interpolation), and
+  ``quantile_score_decomposition`` (the quantile PAV: a wavelet matrix and a while loop);
 * losses: the four regularisers (the padding of the training losses), ``dece_loss``,
   ``saturation_stats``, and the two training-step helpers (user model and parameters).
 
@@ -1407,6 +1408,20 @@ REGRESSION = [
         )
         for fn in (regression.mean_reliability, regression.mean_score_decomposition)
     ),
+    *(
+        Entry(
+            fn.__name__,
+            fn,
+            lambda q, y, w, fn=fn: fn(q, y, level=0.8, weights=w),
+            _cols("margins", "target", "weights"),
+            (ROWS, ROWS, WEIGHTS),
+            grad=(0,) if fn is regression.quantile_score_decomposition else (),
+            skip={"pad": "buffers of N knots, padding included"}
+            if fn is regression.quantile_reliability
+            else {},
+        )
+        for fn in (regression.quantile_reliability, regression.quantile_score_decomposition)
+    ),
     Entry(
         "pit_test",
         jaxcal.stats.pit_test,
@@ -1633,6 +1648,7 @@ SWEEP = frozenset(
         *("dece_loss", "heldout_objective", "meta_calibration.step", "saturation_stats"),
         *("calibration_curve", "crps_ensemble", "pit.quantiles", "pit_test"),
         *("isotonic_recalibration.fit", "isotonic_recalibration.apply"),
+        "quantile_score_decomposition",
     }
 )
 
@@ -1696,6 +1712,8 @@ RESULT_TYPES = {
     regression.VarianceCurve: "regression.variance_curve",
     regression.MeanReliability: "regression.mean_reliability",
     regression.MeanScoreDecomposition: "regression.mean_score_decomposition",
+    regression.QuantileReliability: "regression.quantile_reliability",
+    regression.QuantileScoreDecomposition: "regression.quantile_score_decomposition",
     regression.IsotonicRecalibrationParams: "isotonic_recalibration().fit",
     regression.StdScalingParams: "std_scaling().fit",
     regression.ConformalParams: "conformal_quantile_regression().fit",

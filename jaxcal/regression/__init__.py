@@ -14,7 +14,9 @@ Predictions come in three forms, each a pytree: :class:`Gaussian` ``(mean, std)`
 
 Conditional calibration of the mean (Gneiting & Resin 2023): :func:`mean_reliability`
 (the CORP isotonic curve) and :func:`mean_score_decomposition` (MCB - DSC + UNC of the
-squared error, model-diagnostics').
+squared error, model-diagnostics'); of a quantile forecast: :func:`quantile_reliability`
+(the isotonic quantile regression) and :func:`quantile_score_decomposition` (of the
+pinball loss).
 
 Recalibrators, ``RegressionCalibrator(fit, apply)`` pairs: :func:`isotonic_recalibration`
 (Kuleshov et al. 2018), :func:`std_scaling` (Laves et al. 2020) and
@@ -25,7 +27,8 @@ The uniformity of the PIT is tested by :func:`jaxcal.stats.pit_test`.
 Modules: ``_inputs`` (the prediction forms and their validation), ``_pit``,
 ``_calibration`` (the calibration curve and its summaries), ``_variance`` (binned
 variance calibration), ``_scores``, ``_recalibrate`` (the recalibrators),
-``_corp`` (CORP reliability and decomposition of a mean forecast).
+``_corp`` (CORP reliability and decomposition of a mean forecast), ``_corp_quantile``
+(the same for a quantile forecast).
 """
 
 from jaxcal.regression._calibration import (
@@ -42,6 +45,12 @@ from jaxcal.regression._corp import (
     MeanScoreDecomposition,
     mean_reliability,
     mean_score_decomposition,
+)
+from jaxcal.regression._corp_quantile import (
+    QuantileReliability,
+    QuantileScoreDecomposition,
+    quantile_reliability,
+    quantile_score_decomposition,
 )
 from jaxcal.regression._inputs import Gaussian, Quantiles, Samples
 from jaxcal.regression._pit import pit
@@ -71,6 +80,8 @@ __all__ = [
     "IsotonicRecalibrationParams",
     "MeanReliability",
     "MeanScoreDecomposition",
+    "QuantileReliability",
+    "QuantileScoreDecomposition",
     "Quantiles",
     "RegressionCalibrator",
     "Samples",
@@ -93,6 +104,8 @@ __all__ = [
     "pinball_loss",
     "pit",
     "qce",
+    "quantile_reliability",
+    "quantile_score_decomposition",
     "root_mean_squared_calibration_error",
     "soft_miscalibration_area",
     "std_scaling",
