@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jaxcal
+from jaxcal._core import eager
 from tests import reference
 from tests.helpers import assert_close, count_compiles, x64
 
@@ -300,14 +301,20 @@ class TestTransformations:
 
 class TestWeights:
     def test_integer_weights_equal_repetition(self):
-        probs, labels, _ = _random_case(8, n=120, k=3)
-        reps = np.random.default_rng(0).integers(0, 4, 120)
+        # Both calls weighted (the repeated rows by ones; weights=None equals ones in
+        # test_zero_weight_padding_is_invisible) and in one eager size class: each metric
+        # and option compiles one program, not two.
+        probs, labels, _ = _random_case(8, n=140, k=3)
+        reps = np.random.default_rng(0).integers(0, 3, 140)
         rep_p, rep_y = np.repeat(probs, reps, 0), np.repeat(labels, reps)
+        assert eager.size_class(len(rep_y)) == eager.size_class(140)
+        assert len(rep_y) != 140 and set(reps.tolist()) == {0, 1, 2}
+        ones = np.ones(len(rep_y), np.float32)
         for metric in (jaxcal.ece, jaxcal.classwise_ece, jaxcal.top_label_ece):
             for opts in ({}, {"norm": "l2"}, {"norm": "max"}, {"binning": "quantile"}):
                 assert_close(
                     metric(probs, labels, weights=reps.astype(np.float32), **opts),
-                    metric(rep_p, rep_y, **opts),
+                    metric(rep_p, rep_y, weights=ones, **opts),
                 )
 
     def test_zero_weight_padding_is_invisible(self):
