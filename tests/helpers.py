@@ -96,3 +96,19 @@ def run_on_cpu_devices(script: Path, *args: str, devices: int = 4):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_with_cache_folder(script: str, arg: object, folder, **env: str) -> dict:
+    """Run ``script`` in a fresh Python with ``JAXCAL_CACHE_DIR=folder`` (and ``env``), no
+    JAX compilation cache of the test session; the JSON of its last stdout line."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION")}
+    environ.update(JAXCAL_CACHE_DIR=str(folder), **env)
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(arg)],
+        env=environ,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -291,6 +291,18 @@ def two_sum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
     return s, (a - a_virtual) + (b - b_virtual)
 
 
+def compensated_add(highs, lows, batches) -> tuple[tuple, tuple]:
+    """Running sums ``highs`` (with low-order parts ``lows``) plus ``batches``, each by
+    ``two_sum``: the new highs, and the lows with the rounding errors added (a streaming
+    state's compensated sums; a batch is cast to its sum's dtype first)."""
+    new_highs, new_lows = [], []
+    for high, low, batch in zip(highs, lows, batches, strict=True):
+        total, err = two_sum(high, batch.astype(high.dtype))
+        new_highs.append(total)
+        new_lows.append(low + err)
+    return tuple(new_highs), tuple(new_lows)
+
+
 def two_product(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Dekker's TwoProduct: ``p = fl(a b)`` and the exact rounding error ``a b - p``.
 

@@ -7,6 +7,7 @@ figure (``--plot``, matplotlib imported only then) from the models' predictions.
 
 from __future__ import annotations
 
+import json
 import math
 import textwrap
 from pathlib import Path
@@ -224,6 +225,18 @@ def _short(x: float) -> float:
     back to the same float32 (N16: 0.8563, not 0.8562999963760376); other floats as is."""
     f32 = np.float32(x)
     return float(str(f32)) if float(f32) == x else x
+
+
+def write_json(path: str | None, document: dict) -> None:
+    """Write the ``--json`` document to ``path`` (None or ``-``: nothing to write here;
+    ``-`` is printed by the caller in place of the table)."""
+    if path in (None, "-"):
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(document, f, indent=2)
+    except OSError as err:
+        raise InputError(f"cannot write the JSON report to {path}: {err}") from err
 
 
 def _json_safe(x):

@@ -27,6 +27,7 @@ from jaxcal.cli._format import (
     format_p,
     print_report,
     report_json,
+    write_json,
     write_plot,
 )
 from jaxcal.cli._harness import compute_harness, harness_call, print_harness
@@ -340,12 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print_report(models, results, settings, sys.stdout)
             print_harness(models, results, _num, _table, sys.stdout)
             print_segments(models, results, sys.stdout, format_p, _table, args.max_segments)
-        if args.json not in (None, "-"):
-            try:
-                with open(args.json, "w", encoding="utf-8") as f:
-                    json.dump(document, f, indent=2)
-            except OSError as err:
-                raise InputError(f"cannot write the JSON report to {args.json}: {err}") from err
+        write_json(args.json, document)
         if args.plot is not None:
             plot_cache(kernel_folder(no_cache=args.no_cache))
             with progress(f"writing {args.plot}"):

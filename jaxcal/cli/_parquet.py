@@ -34,7 +34,7 @@ import numpy as np
 import jaxcal
 from jaxcal import streaming
 from jaxcal._core.binning import BinStats
-from jaxcal.cli._format import _cells, _json_safe, _num, _table
+from jaxcal.cli._format import _cells, _json_safe, _num, _table, write_json
 from jaxcal.cli._io import InputError, _select, label_column
 from jaxcal.cli._report import CONFIDENCE, CORP_ROWS, DECOMPOSITION, ROW_ORDER, metric_specs
 from jaxcal.cli._stream import Stream, array_stream
@@ -279,12 +279,7 @@ def report_streamed(args: argparse.Namespace) -> int:
     else:
         kinds = {"Parquet" if is_parquet(p) else p.suffix.lower() for p in args.files}
         _print(models, settings, sys.stdout, ", ".join(sorted(kinds)), args.harness)
-    if args.json not in (None, "-"):
-        try:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(document, f, indent=2)
-        except OSError as err:
-            raise InputError(f"cannot write the JSON report to {args.json}: {err}") from err
+    write_json(args.json, document)
     return 0
 
 

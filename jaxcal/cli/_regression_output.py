@@ -12,7 +12,7 @@ import sys
 import textwrap
 
 import jaxcal
-from jaxcal.cli._format import _json_safe, _num, _table, format_p
+from jaxcal.cli._format import _json_safe, _num, _table, format_p, write_json
 from jaxcal.cli._io import InputError
 from jaxcal.cli._regression_input import FORM_NAMES, RegressionModel, load_regression
 from jaxcal.cli._regression_report import (
@@ -192,10 +192,5 @@ def report_regression(args, progress) -> int:
         print()
     else:
         print_regression(models, results, settings, sys.stdout)
-    if args.json not in (None, "-"):
-        try:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(document, f, indent=2)
-        except OSError as err:
-            raise InputError(f"cannot write the JSON report to {args.json}: {err}") from err
+    write_json(args.json, document)
     return 0

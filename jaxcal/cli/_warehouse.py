@@ -25,7 +25,7 @@ import numpy as np
 
 import jaxcal
 from jaxcal import streaming
-from jaxcal.cli._format import _json_safe
+from jaxcal.cli._format import _json_safe, write_json
 from jaxcal.cli._io import InputError
 from jaxcal.cli._parquet import MIN_RESOLUTION, POINT_ONLY, _columns, _print, state_metrics
 from jaxcal.cli._report import CONFIDENCE, ROW_ORDER
@@ -181,10 +181,5 @@ def report_warehouse(args: argparse.Namespace) -> int:
             "the equal-mass ECE and CORP rows have no interval.",
             file=sys.stdout,
         )
-    if args.json not in (None, "-"):
-        try:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(document, f, indent=2)
-        except OSError as err:
-            raise InputError(f"cannot write the JSON report to {args.json}: {err}") from err
+    write_json(args.json, document)
     return 0

@@ -62,7 +62,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcal._core.checks import check_option, check_positive_int
-from jaxcal._core.numerics import safe_divide, safe_sqrt, two_sum
+from jaxcal._core.numerics import compensated_add, safe_divide, safe_sqrt
 from jaxcal.regression._calibration import PROP_TYPES, _statistic, _thresholds, trapezoid_gap_area
 from jaxcal.regression._inputs import Gaussian, Quantiles, check_prediction, sanitize
 from jaxcal.regression._scores import (
@@ -281,18 +281,15 @@ def _batch_sums(state, pred, y, weights):
 
 
 def _add(state: RegressionState, count, sums) -> RegressionState:
-    high, low = [], []
-    for name, batch, comp in zip(_FLOAT_FIELDS, sums, state.compensation, strict=True):
-        s, err = two_sum(getattr(state, name), batch.astype(state.dtype))
-        high.append(s)
-        low.append(comp + err)
+    highs = [getattr(state, name) for name in _FLOAT_FIELDS]
+    high, low = compensated_add(highs, state.compensation, sums)
     return dataclasses.replace(
         state,
         count=state.count + count,
         pit_sums=high[0],
         std_sums=high[1],
         totals=high[2],
-        compensation=tuple(low),
+        compensation=low,
     )
 
 

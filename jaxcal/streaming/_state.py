@@ -17,7 +17,7 @@ from jaxcal._core.binning import CLOSED, BinMoments, BinStats
 from jaxcal._core.checks import check_option, check_positive_int, check_probs_labels
 from jaxcal._core.confidence import scores_and_targets
 from jaxcal._core.eager import call_stored
-from jaxcal._core.numerics import compute_dtype, rows_per_block, safe_divide, two_sum
+from jaxcal._core.numerics import compensated_add, compute_dtype, rows_per_block, safe_divide
 from jaxcal._core.validity import run_validated, summarize
 from jaxcal.metrics._ece import (
     AVERAGES,
@@ -284,13 +284,8 @@ def add_batch(state, sums):
     """The state plus one batch's ``(top_count, top_sums, class_count, class_sums,
     totals)`` in the state's layout (TwoSum-compensated)."""
     top_count, top_sums, class_count, class_sums, totals = sums
-    new_sums, new_comp = [], []
-    for name, batch, low in zip(
-        _FLOAT_FIELDS, (top_sums, class_sums, totals), state.compensation, strict=True
-    ):
-        high, err = two_sum(getattr(state, name), batch.astype(state.dtype))
-        new_sums.append(high)
-        new_comp.append(low + err)
+    highs = [getattr(state, name) for name in _FLOAT_FIELDS]
+    new_sums, new_comp = compensated_add(highs, state.compensation, (top_sums, class_sums, totals))
     return dataclasses.replace(
         state,
         top_count=state.top_count + top_count,
@@ -298,7 +293,7 @@ def add_batch(state, sums):
         top_sums=new_sums[0],
         class_sums=new_sums[1],
         totals=new_sums[2],
-        compensation=tuple(new_comp),
+        compensation=new_comp,
     )
 
 

@@ -1,11 +1,7 @@
 """Eager calls padded to size classes, their executables kept in the process and on disk
 (jaxcal/_core/eager.py, issue 33)."""
 
-import json
 import math
-import os
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -14,7 +10,7 @@ import pytest
 import jaxcal
 from jaxcal import stats
 from jaxcal._core import eager, store
-from tests.helpers import assert_close, compiles_of
+from tests.helpers import assert_close, compiles_of, run_with_cache_folder
 
 
 def _data(n, k=4, seed=0):
@@ -93,17 +89,7 @@ print(json.dumps({"compiles": count[0] - before, "value": value}))
 
 
 def _run(n: int, folder, **env) -> dict:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION")}
-    environ.update(JAXCAL_CACHE_DIR=str(folder), **env)
-    out = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, str(n)],
-        env=environ,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_with_cache_folder(_SCRIPT, n, folder, **env)
 
 
 @pytest.mark.slow  # two fresh processes, one of which compiles (~15 s on 2 loaded cores)

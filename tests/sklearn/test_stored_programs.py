@@ -1,12 +1,9 @@
 """CalibratedClassifierCV in a second process loads its programs from the executable
 store (jaxcal/sklearn/_methods.py: one stored program per fit and per predict)."""
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+
+from tests.helpers import run_with_cache_folder
 
 _SCRIPT = """
 import json, sys, jax
@@ -27,17 +24,7 @@ print(json.dumps({"compiles": count[0], "means": means}))
 
 
 def _run(seed: int, folder) -> dict:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION")}
-    environ.update(JAXCAL_CACHE_DIR=str(folder))
-    out = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, str(seed)],
-        env=environ,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_with_cache_folder(_SCRIPT, seed, folder)
 
 
 @pytest.mark.slow  # two fresh processes, one of which compiles
