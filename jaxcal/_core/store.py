@@ -138,12 +138,20 @@ def store_folder() -> Path | None:
     return _store
 
 
+def _servable() -> bool:
+    """Whether this process may store and load programs: XLA:CPU, one process. Under
+    ``jax.distributed`` every process would share a key, but a program compiled in one
+    process targets that process's device: another process loading it ran it on a device
+    it cannot address and hung in a cross-process collective."""
+    return jax.default_backend() == "cpu" and jax.process_count() == 1
+
+
 def entry_path(kind: str, key: str) -> Path | None:
     """The file of a stored program of ``kind`` identified by ``key`` (a string that names
     everything the program depends on besides the environment), or None (store off, or a
     backend the store does not serve)."""
     folder = store_folder()
-    if folder is None or jax.default_backend() != "cpu":
+    if folder is None or not _servable():
         return None
     digest = hashlib.sha256(repr((_environment(), key)).encode()).hexdigest()[:40]
     return folder / f"{kind}-{digest}.bin"
@@ -265,7 +273,7 @@ class Kernel:
     def _path(self, signature) -> Path | None:
         # The store and the options are for XLA:CPU; other backends compile once per process.
         folder = store_folder()
-        if folder is None or jax.default_backend() != "cpu":
+        if folder is None or not _servable():
             return None
         key = repr((_environment(), self.name, signature, sorted(self.options.items())))
         return folder / f"{self.name}-{hashlib.sha256(key.encode()).hexdigest()[:40]}.bin"
