@@ -87,7 +87,7 @@ def _is_array(x: Any) -> bool:
     return isinstance(x, (jax.Array, np.ndarray))
 
 
-def _pad_rows(x: Any, n: int, m: int) -> np.ndarray:
+def pad_rows(x: Any, n: int, m: int) -> np.ndarray:
     """``x`` ``(n, ...)`` with ``m - n`` copies of its first row appended (host side)."""
     x = np.asarray(x)
     return np.concatenate([x, np.broadcast_to(x[:1], (m - n, *x.shape[1:]))])
@@ -133,7 +133,7 @@ def call_padded(
             slots.append(_Static(value))
     if m != n:
         rows = [i for i, a in enumerate(arrays) if i < 3 or (a.ndim and a.shape[0] == n)]
-        arrays = [_pad_rows(a, n, m) if i in rows else a for i, a in enumerate(arrays)]
+        arrays = [pad_rows(a, n, m) if i in rows else a for i, a in enumerate(arrays)]
         weights_padded = np.asarray(arrays[2]).copy()
         weights_padded[n:] = 0
         arrays[2] = weights_padded
@@ -282,7 +282,7 @@ def apply_padded(kernel: Callable, params: Any, x: Any) -> jax.Array:
     eager slice would compile a program for every N)."""
     n = x.shape[0]
     m = size_class(n)
-    padded = _pad_rows(x, n, m) if m != n else x
+    padded = pad_rows(x, n, m) if m != n else x
     leaves, treedef = jax.tree.flatten(params)
     key = (kernel, treedef, tuple(_abstract(v) for v in leaves), _abstract(padded))
     key += (_placement((leaves, padded)),)

@@ -31,7 +31,7 @@ bin, which the fast path of the binned metrics uses (``jaxcal/stats/_resampling/
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -133,24 +133,50 @@ def split_seeds(seeds: jax.Array) -> jax.Array:
     return jnp.stack([k0, k1], axis=2)
 
 
-def mulhi(w: jax.Array, n: int) -> jax.Array:
+def mulhi(w: jax.Array, n: Any) -> jax.Array:
     """floor(w * n / 2**32) for uint32 ``w`` and 0 < n < 2**31, in 32-bit arithmetic.
 
     Lemire's multiply-shift map of a word to [0, n): each value has probability
     floor(2**32 / n) or ceil(2**32 / n) over 2**32 (relative bias below n / 2**32).
+    ``n``: a Python int, or a traced integer scalar (padded inputs: the number of real
+    rows, unknown when the program is compiled).
     """
     m = np.uint32(0xFFFF)
     a_lo, a_hi = w & m, w >> np.uint32(16)
-    b_lo, b_hi = np.uint32(n & 0xFFFF), np.uint32(n >> 16)
+    if isinstance(n, (int, np.integer)):
+        b_lo, b_hi = np.uint32(n & 0xFFFF), np.uint32(n >> 16)
+    else:
+        n = jnp.asarray(n).astype(jnp.uint32)
+        b_lo, b_hi = n & m, n >> np.uint32(16)
     lh, hl = a_lo * b_hi, a_hi * b_lo
     mid = ((a_lo * b_lo) >> np.uint32(16)) + (lh & m) + (hl & m)
     hi = a_hi * b_hi + (lh >> np.uint32(16)) + (hl >> np.uint32(16)) + (mid >> np.uint32(16))
     return hi.astype(jnp.int32)
 
 
-def indices(seeds: jax.Array, n: int) -> jax.Array:
-    """``(b, n)`` int32 indices drawn uniformly with replacement from [0, n)."""
-    return mulhi(words(seeds, n), n)
+def indices(seeds: jax.Array, n: int, rows: Any = None) -> jax.Array:
+    """``(b, n)`` int32 indices drawn uniformly with replacement from [0, n).
+
+    ``rows``: on inputs padded to ``n`` rows, the traced number of real rows; the indices
+    are then drawn from [0, rows), and the first ``rows`` positions of each resample are
+    those of the unpadded draw (word k of a stream does not depend on its length).
+    Positions from ``rows`` on are not part of the resample: callers give them weight 0
+    (:func:`real_positions`).
+    """
+    return mulhi(words(seeds, n), n if rows is None else rows)
+
+
+def real_positions(n: int, rows: Any, dtype: Any) -> jax.Array:
+    """``(n,)`` weights of the positions of a resample drawn by ``indices(seeds, n, rows)``:
+    1 for the first ``rows``, 0 for the padding positions after them."""
+    return (jnp.arange(n) < rows).astype(dtype)
+
+
+def multiplicities(idx: jax.Array, n: int, dtype, real: jax.Array | None = None) -> jax.Array:
+    """How often each of the n samples occurs among the drawn indices ``idx`` ``(N,)``
+    (only the positions where ``real`` is 1, when given: padded inputs)."""
+    ones = jnp.ones(idx.shape, dtype) if real is None else real
+    return jax.ops.segment_sum(ones, idx, n)
 
 
 # --------------------------------------------------------------------------------------

@@ -33,13 +33,14 @@ FITTED = ("slope", "intercept", "citl")
 SUMMARIES = ("ici", "e50", "e90", "emax")
 
 
-def clinical_numbers(probs, labels, confidence: float) -> dict:
-    """0-d arrays of the clinical block (called inside the report's jitted kernel)."""
-    fit = stats.calibration_slope_intercept(probs, labels, confidence=confidence)
+def clinical_numbers(probs, labels, confidence: float, weights=None) -> dict:
+    """0-d arrays of the clinical block (called inside the report's jitted kernel;
+    ``weights``: 0 on the padding rows, which every function here masks)."""
+    fit = stats.calibration_slope_intercept(probs, labels, confidence=confidence, weights=weights)
     out = {key: (e.estimate, e.low, e.high) for key, e in zip(FITTED, fit[:3], strict=True)}
-    for key, value in zip(SUMMARIES, jaxcal.ici(probs, labels), strict=True):
+    for key, value in zip(SUMMARIES, jaxcal.ici(probs, labels, weights=weights), strict=True):
         out[key] = (value,)
-    hl = stats.hosmer_lemeshow_test(probs, labels)
+    hl = stats.hosmer_lemeshow_test(probs, labels, weights=weights)
     # log of the p-value (floored at the dtype's smallest normal, as documented).
     out["hosmer_lemeshow"] = (hl.statistic, hl.p_value, jnp.log(hl.p_value))
     return out

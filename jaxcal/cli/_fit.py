@@ -2,7 +2,8 @@
 
 Each calibrator is fitted K times at once (``vmap`` over fold weights: the held-out fold
 weighted 0) and applied to every sample; each sample keeps the prediction of the fit that
-did not see it. Temperature scaling, and top-label Platt scaling and isotonic regression
+did not see it. The rows are padded to a size class as the report's (fold K, weight 0
+everywhere), so a new N inside a class compiles nothing. Temperature scaling, and top-label Platt scaling and isotonic regression
 (multiclass) or Platt scaling and isotonic regression (binary), are scored by the ECE,
 log loss, Brier score and accuracy of those held-out predictions.
 """
@@ -19,6 +20,7 @@ import numpy as np
 
 import jaxcal
 from jaxcal import calibrators
+from jaxcal._core.eager import pad_rows, size_class
 from jaxcal._core.store import FAST_RUN, Kernel
 from jaxcal.cli._io import Model
 from jaxcal.cli._report import accuracy
@@ -90,29 +92,31 @@ def _cross_fit(probs, scores, labels, folds, *, calibrator, n_folds, n_bins):
     cal = _calibrator(calibrator)
     x = _fit_inputs(probs, scores, calibrator)
     fold_ids = jnp.arange(n_folds, dtype=jnp.int32)
-    weights = (folds[None, :] != fold_ids[:, None]).astype(jnp.float32)
+    real = folds < n_folds  # padding rows (fold n_folds) weigh 0 in every fit
+    weights = ((folds[None, :] != fold_ids[:, None]) & real[None, :]).astype(jnp.float32)
     # One fold after another: the fits' sweeps and optimisers are while_loops, and a
     # vmapped while_loop selects its whole carry at every step (the 10-class Venn-Abers
     # cross-fit of the demo ran 0.71 s vmapped, at the report's -O0).
     params = jax.lax.map(lambda w: cal.fit(x, labels, weights=w), weights)
     out = jax.vmap(lambda p: cal.apply(p, x))(params)
-    out = out[folds, jnp.arange(x.shape[0])]
+    out = out[jnp.minimum(folds, n_folds - 1), jnp.arange(x.shape[0])]
     if out.ndim == 2 and probs.ndim == 1:  # the binary pair: the positive class
         out = out[:, 1]
-    return _held_out_metrics(out, labels, n_bins)
+    return _held_out_metrics(out, labels, real, n_bins)
 
 
-def _held_out_metrics(probs, labels, n_bins):
+def _held_out_metrics(probs, labels, real, n_bins):
+    w = real.astype(jnp.float32)
     return {
-        "ece": jaxcal.ece(probs, labels, n_bins=n_bins),
-        "log_loss": jaxcal.log_loss(probs, labels),
-        "brier": jaxcal.brier_score(probs, labels),
-        "accuracy": accuracy(probs, labels),
+        "ece": jaxcal.ece(probs, labels, n_bins=n_bins, weights=w),
+        "log_loss": jaxcal.log_loss(probs, labels, weights=w),
+        "brier": jaxcal.brier_score(probs, labels, weights=w),
+        "accuracy": accuracy(probs, labels, weights=w),
     }
 
 
-def _uncalibrated(probs, labels, *, n_bins):
-    return _held_out_metrics(probs, labels, n_bins)
+def _uncalibrated(probs, labels, folds, *, n_bins, n_folds):
+    return _held_out_metrics(probs, labels, folds < n_folds, n_bins)
 
 
 # Platt scaling's L-BFGS loops run long enough for optimised code to pay off.
@@ -124,14 +128,17 @@ _UNCALIBRATED = Kernel("uncalibrated", _uncalibrated)
 def fit_calls(model: Model, *, n_bins: int, n_folds: int, seed: int) -> list[tuple]:
     """(reported name, kernel, arrays, static options) of each number set of ``--fit``."""
     n = model.probs.shape[0]
-    folds = np.empty(n, dtype=np.int32)
+    m = size_class(n)  # rows padded as the report's (``padded_inputs``), in fold n_folds
+    folds = np.full(m, n_folds, dtype=np.int32)
     folds[np.random.default_rng(seed).permutation(n)] = np.arange(n) % n_folds
     binary = model.probs.ndim == 1
-    scores = model.probs if model.logits is None else jax.device_put(model.logits)
-    calls = [("uncalibrated", _UNCALIBRATED, (model.probs, model.labels), {"n_bins": n_bins})]
+    probs, labels = (pad_rows(x, n, m) for x in (model.probs, model.labels))
+    scores = probs if model.logits is None else pad_rows(model.logits, n, m)
+    uncalibrated = (probs, labels, folds)
+    calls = [("uncalibrated", _UNCALIBRATED, uncalibrated, {"n_bins": n_bins, "n_folds": n_folds})]
     for name, calibrator in _calibrator_ids(binary, model.logits is not None).items():
         kernel = _CROSS_FIT_RUN if "platt" in calibrator else _CROSS_FIT
-        arrays = (model.probs, scores, model.labels, folds)
+        arrays = (probs, scores, labels, folds)
         static = {"calibrator": calibrator, "n_folds": n_folds, "n_bins": n_bins}
         calls.append((name, kernel, arrays, static))
     return calls

@@ -162,7 +162,7 @@ def _skce_note(models, results, resamples: int, out) -> None:
         "  SKCE (Widmann et al. 2019): the unbiased estimate over the whole probability vector,\n"
         "  kernel exp(-|p - p'|_2 / h), h the median distance between predictions; p from its\n"
         f"  asymptotic test (bootstrap of the null, {resamples} resamples, O(N^2 (K + resamples)))"
-        f" while\n  N^2 (K + resamples) <= {SKCE_ASYMPTOTIC_MAX_WORK:.2g} (N = 10,000 at K = 10 "
+        f" while\n  N^2 (K + resamples) <= {SKCE_ASYMPTOTIC_MAX_WORK:.2g} (N = 2,000 at K = 10 "
         "and 200 resamples).",
         file=out,
     )

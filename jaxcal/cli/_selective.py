@@ -21,7 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcal import selective, stats
+from jaxcal import selective
+from jaxcal.stats._resampling.bootstrap import bootstrap_padded
 
 #: Coverage levels of the "risk at c coverage" rows.
 COVERAGES = (0.8, 0.9, 0.95)
@@ -71,15 +72,23 @@ ROWS = (
 KEYS = tuple(key for key, _, _ in ROWS)
 
 
-def selective_numbers(probs, labels, key, n_resamples: int, confidence: float) -> dict:
-    """``{key: (estimate, low, high)}`` 0-d arrays (called inside the report's kernel)."""
-    out = {}
-    for name, _, metric in ROWS:
-        res = stats.bootstrap_ci(
-            metric, probs, labels, key=key, n_resamples=n_resamples, confidence=confidence
-        )
-        out[name] = (res.estimate, res.low, res.high)
-    return out
+def selective_numbers(
+    probs, labels, weights, rows, key, n_resamples: int, confidence: float
+) -> dict:
+    """``{key: (estimate, low, high)}`` 0-d arrays (called inside the report's kernel, on
+    rows padded past ``rows`` with weight 0: ``bootstrap_padded``)."""
+    metrics = [metric for _, _, metric in ROWS]
+    boots = bootstrap_padded(
+        metrics,
+        probs,
+        labels,
+        weights,
+        rows,
+        key=key,
+        n_resamples=n_resamples,
+        confidence=confidence,
+    )
+    return {name: (r.estimate, r.low, r.high) for (name, _, _), r in zip(ROWS, boots, strict=True)}
 
 
 def print_selective(models, results, pct: int, cells, table, out) -> None:

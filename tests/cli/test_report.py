@@ -3,9 +3,9 @@
 import numpy as np
 
 import jaxcal
-from jaxcal.cli import main
-from tests.cli_helpers import check_schema, json_report
-from tests.helpers import assert_close
+from jaxcal.cli import Model, _fit, _report, main
+from tests.cli_helpers import binary, check_schema, json_report, multiclass
+from tests.helpers import assert_close, compiles_of
 
 
 def test_report_on_an_npz_file_matches_the_metrics(tmp_path, capsys):
@@ -58,3 +58,59 @@ def test_demo_json_has_the_corp_decomposition_of_the_library(capsys):
         m = {f: metrics[f"corp_{score}_{f}"]["value"] for f in d._fields[1:]}
         total = m["miscalibration"] - m["discrimination"] + m["uncertainty"]
         assert_close(np.float32(total), np.float32(metrics[f"corp_{score}"]["value"]))
+
+
+def _report_rows(model, padded: bool, monkeypatch):
+    """compute_report of ``model`` on rows padded to a size class, or on its N rows."""
+    with monkeypatch.context() as patch:
+        if not padded:
+            for module in (_report, _fit):
+                patch.setattr(module, "size_class", lambda n: n)
+        report = _report.compute_report(model, n_bins=10, n_resamples=60, seed=3)
+        return report, _fit.compute_fit(model, n_bins=10, n_folds=3, seed=3)
+
+
+def _same_report(a, b, path=""):
+    """Equal JSON reports, floats to float32 round-off (sums in another order)."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for key in a:
+            _same_report(a[key], b[key], f"{path}/{key}")
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b), path
+        for i, (x, z) in enumerate(zip(a, b, strict=True)):
+            _same_report(x, z, f"{path}/{i}")
+    elif isinstance(a, float):
+        assert np.isnan(a) == np.isnan(b), path
+        if not np.isnan(a):
+            assert abs(a - b) <= 2e-5 * max(1.0, abs(a)), (path, a, b)
+    else:
+        assert a == b, (path, a, b)
+
+
+def test_padded_rows_give_the_unpadded_report(monkeypatch):
+    """The report pads its rows to a size class (weight 0, drawn by no resample): every
+    metric, interval and test equals the report on the N rows alone (the same resamples,
+    consistency draws and SKCE null), binary and multiclass; and so do the --fit
+    calibrators cross-fitted on the padded rows (fold K, weight 0 in every fit)."""
+    _z, p, y = multiclass(4)
+    _zb, pb, yb = binary(4)
+    for probs, labels in ((p[:300], y[:300]), (pb[:150], yb[:150])):
+        model = Model("m", "m.npz", probs, labels, None, None)
+        _same_report(
+            _report_rows(model, True, monkeypatch), _report_rows(model, False, monkeypatch)
+        )
+
+
+def test_a_new_n_inside_a_size_class_compiles_nothing():
+    """Rows padded to the size class: a second model of another N in the class runs the
+    programs of the first, the --fit cross-fits included."""
+    _z, p, y = multiclass(5)
+
+    def report(n):
+        model = Model("m", "m.npz", p[:n], y[:n], None, None)
+        _report.compute_report(model, n_bins=10, n_resamples=20, seed=0)
+        return _fit.compute_fit(model, n_bins=10, n_folds=3, seed=0)
+
+    report(700)  # size class 768
+    assert compiles_of(lambda: report(650)) == 0

@@ -91,8 +91,8 @@ def test_binary_selective_block_uses_the_rows_1_minus_p_p(tmp_path, capsys):
 
 
 def test_skce_switches_to_the_block_test_beyond_the_stated_cost():
-    assert _report.skce_method(10_000, 10, 200) == "asymptotic"
-    assert _report.skce_method(10_001, 10, 200) == "block"
+    assert _report.skce_method(2_000, 10, 200) == "asymptotic"
+    assert _report.skce_method(2_001, 10, 200) == "block"
     assert _report.skce_method(899, 10, 10**6) == "block"  # the bootstrap's R counts too
     assert _report.skce_method(100_000, 10, 2) == "block"  # and the kernel's O(N^2 K)
     assert _report.skce_method(899, 10, 200) == "asymptotic"  # the demo

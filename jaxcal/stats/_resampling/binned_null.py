@@ -135,7 +135,11 @@ DENSE_MAX_BINS = 64
 
 
 def hit_plan(
-    probs: jax.Array, scores: jax.Array, groups: jax.Array | None, counts: jax.Array
+    probs: jax.Array,
+    scores: jax.Array,
+    groups: jax.Array | None,
+    counts: jax.Array,
+    rows: jax.Array | None = None,
 ) -> HitPlan:
     """Pairs, thresholds and bins for counting hits (positives, or correct top labels).
 
@@ -145,9 +149,13 @@ def hit_plan(
       groups: ``(N,)`` predicted classes for 2-D ``probs`` (a hit is drawing that class),
         None for 1-D (a hit is a positive label).
       counts: ``(M,)`` int32 samples per bin.
+      rows: padded inputs: the traced number of real rows, which come first (the rest
+        weigh 0 and are not in ``counts``). They are sorted after every real row and
+        never hit, so the pairs of the real rows, and their words, are the unpadded ones.
     """
     n, n_bins = probs.shape[0], counts.shape[0]
-    order = argsort(scores)
+    real = None if rows is None else jnp.arange(n) < rows
+    order = argsort(scores if real is None else jnp.where(real, scores, jnp.inf))
     if groups is None:  # a hit is a positive label: word < hi
         lo = None
         hi = threshold(probs)
@@ -164,6 +172,8 @@ def hit_plan(
         x = x[order]
         return jnp.concatenate([x, jnp.zeros(1, x.dtype)]) if pad else x
 
+    if real is not None:  # a padding row never hits (its threshold 0: never below it)
+        hi = jnp.where(real, hi, jnp.zeros((), hi.dtype))
     lo = None if lo is None else arrange(lo)
     hi = arrange(hi)
     # Scores are sorted and bins are monotone in the score, so the positions of bin m are
@@ -236,16 +246,24 @@ class BinnedResampling(NamedTuple):
 
 
 def binned_resampling(
-    probs: jax.Array, labels: jax.Array | None, n_bins: int, binning: str, closed: str
+    probs: jax.Array,
+    labels: jax.Array | None,
+    n_bins: int,
+    binning: str,
+    closed: str,
+    weights: jax.Array | None = None,
+    rows: jax.Array | None = None,
 ) -> BinnedResampling:
     """Bins the scores of ``probs`` as :func:`jaxcal.ece` does and plans the hit counts.
 
     ``labels`` None (consistency bands: only drawn labels count) leaves the observed
-    ``sum_target`` at 0.
+    ``sum_target`` at 0. ``weights`` and ``rows``: padded inputs only (1 on the first
+    ``rows`` rows, 0 after; see ``hit_plan``).
     """
     scores, targets, groups = scores_and_targets(probs, labels)
-    edges, stats = binned_stats(scores, targets, None, n_bins, binning, closed)
-    return BinnedResampling(edges, stats, hit_plan(probs, scores, groups, stats.count[0]))
+    edges, stats = binned_stats(scores, targets, weights, n_bins, binning, closed)
+    plan = hit_plan(probs, scores, groups, stats.count[0], rows)
+    return BinnedResampling(edges, stats, plan)
 
 
 def ece_from_counts(

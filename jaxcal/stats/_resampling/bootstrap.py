@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from jaxcal._core.checks import check_option, check_probs
 from jaxcal._core.numerics import compute_dtype
-from jaxcal._core.random import indices, resample_seeds
+from jaxcal._core.random import indices, multiplicities, real_positions, resample_seeds
 from jaxcal.stats._resampling.consistency import (
     batch_plan,
     check_batch_size,
@@ -243,6 +243,66 @@ def bootstrap_ci(
     return _bootstrap_kernel(
         static, probs, labels, weights, key, n_resamples, n_batches, batch, confidence, method
     )
+
+
+def bootstrap_padded(
+    metrics: tuple,
+    probs: jax.Array,
+    labels: jax.Array,
+    weights: jax.Array,
+    rows: jax.Array,
+    *,
+    key: jax.Array,
+    n_resamples: int,
+    confidence: float,
+    repetition: tuple[bool, ...] | None = None,
+) -> list[BootstrapResult]:
+    """:func:`bootstrap_ci` (percentile) of each of ``metrics`` on the same resamples of
+    inputs padded past their first ``rows`` rows, for a jitted caller that compiles one
+    program per size class (``jaxcal report``).
+
+    ``weights`` ``(M,)``: 1 on the real rows, 0 on the padding; ``rows``: traced int32.
+    Each result equals ``bootstrap_ci`` of that metric on the first ``rows`` rows with
+    the same key (the same resamples: ``jaxcal/_core/random.indices``; positions past
+    ``rows`` weigh 0), to round-off where a metric sums in another order. The metrics
+    share each resample's gather, and XLA computes once what they share of it (the
+    selective measures' sort by confidence: 7 sorts per resample become 1).
+    ``repetition[j]`` True: metric j reads integer weights as repeated rows (the binned
+    ECEs without ``debias``, Brier, log loss, accuracy: ``tests/metrics/test_ece.py``),
+    so it is given the resample as its multiplicities on the rows as they are: its sort
+    or binning of the rows does not depend on the resample and runs once, not once per
+    resample (the equal-mass ECE's bootstrap: 1.2 s -> 0.1 s at N = 12,288, R = 200).
+    Traced inputs are not checked.
+    """
+    n = probs.shape[0]
+    fns = tuple(check_metric(m).fn for m in metrics)
+    repetition = (False,) * len(fns) if repetition is None else tuple(repetition)
+    gathered = [j for j, r in enumerate(repetition) if not r]
+    counted = [j for j, r in enumerate(repetition) if r]
+    real = real_positions(n, rows, weights.dtype)
+
+    def values(js, p, y, w):
+        return [evaluate(fns[j], p, y, w) for j in js]
+
+    estimate = jnp.stack(values(range(len(fns)), probs, labels, weights))
+
+    def one(i):  # the resample of indices i (M,), past ``rows`` weighted 0
+        out = values(gathered, probs[i], labels[i], weights[i] * real)
+        if counted:
+            w = multiplicities(i, n, weights.dtype, real) * weights
+            out += values(counted, probs, labels, w)
+        return jnp.stack(out)
+
+    n_batches, batch = batch_plan(n_resamples, None, n * len(fns))
+    seeds = resample_seeds(key, n_resamples)
+    draw = partial(indices, n=n, rows=rows)
+    samples = map_batches(vmap_batch(one), seeds, n_batches, batch, draw)
+    samples = samples[:, jnp.argsort(jnp.asarray(gathered + counted))].astype(estimate.dtype)
+    results = []
+    for j in range(len(fns)):
+        low, high = _interval(estimate[j], samples[:, j], confidence, "percentile", None)
+        results.append(BootstrapResult(estimate[j], low, high, samples[:, j]))
+    return results
 
 
 @partial(

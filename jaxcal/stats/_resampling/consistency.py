@@ -295,7 +295,17 @@ class ConsistencyTestResult(NamedTuple):
     static_argnames=("metric", "n_resamples", "n_batches", "batch", "resample_predictions", "spec"),
 )
 def _consistency_kernel(
-    metric, probs, labels, weights, key, n_resamples, n_batches, batch, resample_predictions, spec
+    metric,
+    probs,
+    labels,
+    weights,
+    key,
+    n_resamples,
+    n_batches,
+    batch,
+    resample_predictions,
+    spec,
+    rows=None,
 ):
     fn = metric.fn
     statistic = evaluate(fn, probs, labels, weights)
@@ -320,7 +330,8 @@ def _consistency_kernel(
 
         null = map_batches(batch_fn, seeds, n_batches, batch, draw_batch)
     elif spec is not None:  # compare like with like: the fast path's observed value
-        binned = binned_resampling(probs, labels, spec.n_bins, spec.binning, spec.closed)
+        binning = (spec.n_bins, spec.binning, spec.closed)
+        binned = binned_resampling(probs, labels, *binning, weights, rows)
         hits = map_batches(lambda s: hit_counts(s, binned.plan), seeds, n_batches, batch)
         observed, null = ece_from_counts(binned.stats, hits, spec.norm, spec.debias)
         null = null.astype(statistic.dtype)
@@ -437,3 +448,29 @@ def consistency_test(
         bool(resample_predictions),
         spec,
     )
+
+
+def consistency_test_padded(
+    metric: Any,
+    probs: jax.Array,
+    labels: jax.Array,
+    weights: jax.Array,
+    rows: jax.Array,
+    *,
+    key: jax.Array,
+    n_resamples: int,
+) -> ConsistencyTestResult:
+    """:func:`consistency_test` of a binned metric (``ece``, ``mce``: its fast path) on
+    inputs padded past their first ``rows`` rows (weights 1 on them, 0 after; ``rows``
+    traced), for a jitted caller that compiles one program per size class (``jaxcal
+    report``). The padding rows sort after the real ones and never draw a hit, so the
+    labels drawn are those of the unpadded call and the p-value is its p-value."""
+    spec = binned_spec(metric)
+    if spec is None:
+        raise ValueError(
+            f"consistency_test_padded is for binned metrics (ece, mce); got {metric!r}."
+        )
+    n_batches, batch = batch_plan(n_resamples, None, probs.shape[0], AUTO_BATCH_LABELS_FAST)
+    static = check_metric(metric)
+    args = (static, probs, labels, weights, key, n_resamples, n_batches, batch, False, spec)
+    return _consistency_kernel(*args, rows)

@@ -21,7 +21,14 @@ import jax.numpy as jnp
 
 from jaxcal._core.checks import check_option
 from jaxcal._core.numerics import compute_dtype, scale_free, weighted_mean
-from jaxcal._core.random import indices, label_plan, resample_seeds, resampled_labels
+from jaxcal._core.random import (
+    indices,
+    label_plan,
+    multiplicities,
+    real_positions,
+    resample_seeds,
+    resampled_labels,
+)
 from jaxcal.metrics._corp import (
     REDUCTIONS,
     binary_problems,
@@ -84,11 +91,6 @@ def _checked(probs, labels, weights, key, n_resamples, confidence, batch_size):
     probs, labels, weights = check_data(probs, labels, weights)
     n_batches, batch = batch_plan(n_resamples, batch_size, probs.shape[0])
     return probs, labels, weights, check_key(key), n_resamples, confidence, n_batches, batch
-
-
-def multiplicities(idx: jax.Array, n: int, dtype) -> jax.Array:
-    """How often each of the n samples occurs among the drawn indices ``idx`` ``(N,)``."""
-    return jax.ops.segment_sum(jnp.ones(idx.shape, dtype), idx, n)
 
 
 class CorpBands(NamedTuple):
@@ -241,46 +243,98 @@ class DecompositionIntervals(NamedTuple):
     samples: ScoreDecomposition
 
 
-def _resampled_decomposition(score, method, problems, knots, weights, m, binned_args):
-    """The decomposition of one bootstrap resample (multiplicities ``m``)."""
-    targets, per_sample = problems
+def _resampled_decompositions(scores, method, problems, knots, weights, m, binned_args):
+    """The decomposition of one bootstrap resample (multiplicities ``m``) for each of
+    ``scores`` (a tuple of score names): their CORP fits are one fit, shared."""
+    targets, per_samples = problems
     w = m if weights is None else m * weights
-    s_value = jnp.sum(jax.vmap(lambda v: weighted_mean(v, w))(per_sample))
+    values = [jnp.sum(jax.vmap(lambda v: weighted_mean(v, w))(ps)) for ps in per_samples]
     if method == "binned":
-        probs, labels, n_bins, binning, closed, reduction = binned_args
-        d = decompose(score, method, probs, labels, w, n_bins, binning, closed, reduction)
-        return ScoreDecomposition(s_value, *d[1:])
+        probs, labels, *options = binned_args
+        out = []
+        for score, value in zip(scores, values, strict=True):
+            d = decompose(score, method, probs, labels, w, *options)
+            out.append(ScoreDecomposition(value, *d[1:]))
+        return tuple(out)
 
     def one(k, t):
         k = knot_sums(k, t, w)
         weight, c = calibrated_blocks(k)
-        return group_terms(score, weight, c, jnp.sum(k.positives), jnp.sum(k.weight))
+        positives, total = jnp.sum(k.positives), jnp.sum(k.weight)
+        return tuple(group_terms(score, weight, c, positives, total) for score in scores)
 
     terms = jax.vmap(one)(knots, targets)
-    return assemble(s_value, *(jnp.sum(t) for t in terms))
+    return tuple(
+        assemble(value, *(jnp.sum(t) for t in term))
+        for value, term in zip(values, terms, strict=True)
+    )
 
 
 @partial(jax.jit, static_argnames=("options", "n_resamples", "confidence", "n_batches", "batch"))
-def _ci_kernel(probs, labels, weights, key, options, n_resamples, confidence, n_batches, batch):
-    score, method, n_bins, binning, closed, reduction = options
+def _ci_kernel(
+    probs, labels, weights, key, options, n_resamples, confidence, n_batches, batch, rows=None
+):
+    """A tuple of ``DecompositionIntervals``, one per score of ``options[0]`` (a tuple),
+    all on the same resamples."""
+    scores_named, method, n_bins, binning, closed, reduction = options
     binned_args = (probs, labels, n_bins, binning, closed, reduction)
-    estimate = decompose(score, method, probs, labels, weights, *binned_args[2:])
+    estimates = [
+        decompose(score, method, probs, labels, weights, *binned_args[2:]) for score in scores_named
+    ]
     scores, targets = binary_problems(probs, labels, reduction)
     scores = scores.astype(compute_dtype(scores.dtype))
-    per_sample = jax.vmap(partial(score_per_sample, score))(scores, targets)
+    per_samples = [
+        jax.vmap(partial(score_per_sample, score))(scores, targets) for score in scores_named
+    ]
     knots = None if method == "binned" else jax.vmap(knots_of, in_axes=(0, None))(scores, weights)
     n = probs.shape[0]
-    problems = (targets, per_sample)
+    problems = (targets, per_samples)
+
+    # Padded inputs (``rows``: the real rows): positions past ``rows`` draw nothing.
+    real = None if rows is None else real_positions(n, rows, scores.dtype)
 
     def fit(idx):
-        m = multiplicities(idx, n, scores.dtype)
-        return _resampled_decomposition(score, method, problems, knots, weights, m, binned_args)
+        m = multiplicities(idx, n, scores.dtype, real)
+        return _resampled_decompositions(
+            scores_named, method, problems, knots, weights, m, binned_args
+        )
 
     seeds = resample_seeds(key, n_resamples)
-    samples = map_batches(vmap_batch(fit), seeds, n_batches, batch, partial(indices, n=n))
-    bounds = column_quantiles(jnp.stack(samples, axis=1), _levels(confidence))
-    low, high = (ScoreDecomposition(*b) for b in bounds)
-    return DecompositionIntervals(estimate, low, high, ScoreDecomposition(*samples))
+    draw = partial(indices, n=n, rows=rows)
+    all_samples = map_batches(vmap_batch(fit), seeds, n_batches, batch, draw)
+    out = []
+    for estimate, samples in zip(estimates, all_samples, strict=True):
+        bounds = column_quantiles(jnp.stack(samples, axis=1), _levels(confidence))
+        low, high = (ScoreDecomposition(*b) for b in bounds)
+        out.append(DecompositionIntervals(estimate, low, high, ScoreDecomposition(*samples)))
+    return tuple(out)
+
+
+def score_decomposition_ci_padded(
+    probs: jax.Array,
+    labels: jax.Array,
+    weights: jax.Array,
+    rows: jax.Array,
+    *,
+    key: jax.Array,
+    scores: tuple[str, ...],
+    reduction: str,
+    n_resamples: int,
+    confidence: float,
+) -> tuple[DecompositionIntervals, ...]:
+    """:func:`score_decomposition_ci` (CORP) of each of ``scores`` on inputs padded past
+    their first ``rows`` rows (weights 1 on them, 0 after; ``rows`` traced), for a jitted
+    caller that compiles one program per size class (``jaxcal report``): the resamples
+    of the unpadded call, and one CORP fit per resample for all the scores (the fit does
+    not depend on the score)."""
+    n_batches, batch = batch_plan(n_resamples, None, probs.shape[0])
+    defaults = ("corp", 15, "uniform", "right")  # score_decomposition_ci's
+    for score in scores:
+        n_bins = check_decomposition_options(score, *defaults, reduction, probs)
+    options = (tuple(scores), "corp", n_bins, "uniform", "right", reduction)
+    return _ci_kernel(
+        probs, labels, weights, key, options, n_resamples, confidence, n_batches, batch, rows
+    )
 
 
 def score_decomposition_ci(
@@ -347,7 +401,7 @@ def score_decomposition_ci(
     n_bins = check_decomposition_options(score, method, n_bins, binning, closed, reduction, probs)
     checked = _checked(probs, labels, weights, key, n_resamples, confidence, batch_size)
     probs, labels, weights, key, n_resamples, confidence, n_batches, batch = checked
-    options = (score, method, n_bins, binning, closed, reduction)
+    options = ((score,), method, n_bins, binning, closed, reduction)
     return _ci_kernel(
         probs, labels, weights, key, options, n_resamples, confidence, n_batches, batch
-    )
+    )[0]
