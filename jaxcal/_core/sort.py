@@ -1,12 +1,14 @@
 """The one place jaxcal sorts: NumPy's SIMD sort on CPU, XLA's sort elsewhere.
 
-XLA:CPU sorts by scalar comparisons: a stable argsort of 1e6 float32 takes about 5x a
-NumPy ``np.sort`` of the same keys packed with their positions into uint64. On CPU the
-sorts below therefore leave XLA through :func:`jax.pure_callback` and run in NumPy, chosen
+XLA:CPU sorts by scalar comparisons: a stable argsort of 1e6 float32 keys as a (keys,
+positions) pair takes about 5x a NumPy ``np.sort`` of the same keys packed with their
+positions into uint64; XLA's sort of the packed uint64 (``_xla_argsort()``) is within
+1.2x of NumPy's. On CPU the large sorts below therefore leave XLA through :func:`jax.pure_callback` and run in NumPy, chosen
 by :func:`jax.lax.platform_dependent` (GPU and TPU keep ``lax.sort``; only the branch of
 the platform compiled for is lowered). A callback has a fixed cost (a Python call and a
 copy each way, ~0.1 ms), so short rows are sorted by XLA on every backend: below
-``HOST_ARGSORT_MIN_SIZE`` keys for an argsort, ``HOST_SORT_MIN_SIZE`` for a sort of
+``HOST_ARGSORT_MIN_SIZE`` keys for an argsort (``HOST_ARGSORT_64_MIN_SIZE`` for 64-bit
+keys), ``HOST_SORT_MIN_SIZE`` for a sort of
 values, where XLA's one-operand sort is nearly as fast as NumPy's, and
 ``HOST_SEGMENT_SORT_MIN_SIZE`` for a sort within segments (thresholds measured by
 ``benchmarks/bench_sort.py``; a static choice by shape).
@@ -49,9 +51,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-#: From this many keys along the sorted axis, an argsort runs in NumPy on CPU: below it,
-#: XLA's argsort costs less than the callback's fixed cost.
-HOST_ARGSORT_MIN_SIZE = 1024
+#: From this many keys (of up to 32 bits) along the sorted axis, an argsort runs in NumPy
+#: on CPU. Below it XLA's packed one-operand sort (``_xla_argsort()``) costs less than the
+#: callback (0.07 against 0.25 ms at 1,024 keys, 0.16 against 0.32 at 4,096; 0.79 against
+#: 0.65 at 16,384, and within 1.2x above), and programs without a callback can be stored.
+HOST_ARGSORT_MIN_SIZE = 16384
+#: The same for 64-bit keys (float64 under x64), which XLA sorts as a (keys, positions)
+#: pair, 5x slower: the callback wins from here.
+HOST_ARGSORT_64_MIN_SIZE = 1024
 
 #: From this many keys, a sort of values runs in NumPy on CPU: XLA's one-operand sort is
 #: within ~1.3x of ``np.sort`` and wins below this size.
@@ -354,7 +361,8 @@ def argsort(keys: jax.Array) -> jax.Array:
       [3, 4, 1, 0, 2]
     """
     bits = monotone_bits(lax.stop_gradient(jnp.asarray(keys)))
-    if not _on_host(bits.shape[-1], HOST_ARGSORT_MIN_SIZE):
+    wide = jnp.dtype(bits.dtype).itemsize > 4
+    if not _on_host(bits.shape[-1], HOST_ARGSORT_64_MIN_SIZE if wide else HOST_ARGSORT_MIN_SIZE):
         return _xla_argsort(bits)
     return lax.platform_dependent(
         bits, cpu=lambda b: _callback(_host_argsort, b, jnp.int32), default=_xla_argsort

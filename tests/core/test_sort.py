@@ -88,6 +88,10 @@ def test_the_size_picks_the_path():
     small, large = _sort.HOST_ARGSORT_MIN_SIZE - 1, _sort.HOST_ARGSORT_MIN_SIZE
     assert "callback" not in lowered(argsort, small)
     assert "callback" in lowered(argsort, large)
+    with x64():  # 64-bit keys: XLA sorts them as a pair, slower, so the host from fewer
+        small, large = _sort.HOST_ARGSORT_64_MIN_SIZE - 1, _sort.HOST_ARGSORT_64_MIN_SIZE
+        assert "callback" not in lowered(argsort, small, jnp.float64)
+        assert "callback" in lowered(argsort, large, jnp.float64)
     assert "callback" not in lowered(sort, _sort.HOST_SORT_MIN_SIZE - 1, jnp.int32)
     assert "callback" in lowered(sort, _sort.HOST_SORT_MIN_SIZE, jnp.int32)
 
@@ -322,7 +326,8 @@ def test_segment_sorts_size_picks_the_path_and_reject_float_values():
 def test_device_sorts_keep_the_sorts_in_xla():
     """Inside ``device_sorts()`` no sort calls back into Python (the command line stores such
     programs: issue 30); outside, large CPU sorts do. Same order either way."""
-    keys = jnp.asarray(np.random.default_rng(0).permutation(4096).astype(np.float32))
+    n = _sort.HOST_ARGSORT_MIN_SIZE  # large enough for the host sort outside the block
+    keys = jnp.asarray(np.random.default_rng(0).permutation(n).astype(np.float32))
 
     def text():
         return jax.jit(lambda k: _sort.argsort(k)).lower(keys).as_text()
