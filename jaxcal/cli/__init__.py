@@ -11,23 +11,46 @@ The streamed report (Parquet input, or ``--stream``) is ``_parquet``, its array 
 ``_stream``.
 """
 
-from jaxcal.cli._fit import compute_fit
-from jaxcal.cli._format import FIT_LABELS, format_p, print_report, report_json, write_plot
-from jaxcal.cli._io import (
-    DEMO_DESCRIPTION,
-    DEMO_FILES,
-    LABEL_COLUMNS,
-    InputError,
-    Model,
-    load,
-    load_csv,
-    load_demo,
-    load_npy,
-    load_npz,
-)
+import importlib
+
+from jaxcal.cli._args import InputError
 from jaxcal.cli._main import main
-from jaxcal.cli._report import CONFIDENCE, DECOMPOSITION, ROW_ORDER, compute_report
-from jaxcal.cli._validate import validate
+
+#: Public name -> its module, imported on first use (PEP 562): ``jaxcal report --help``
+#: and a bad argument then answer before JAX and the kernels are imported.
+_LAZY = {
+    "compute_fit": "_fit",
+    "FIT_LABELS": "_format",
+    "format_p": "_format",
+    "print_report": "_format",
+    "report_json": "_format",
+    "write_plot": "_format",
+    "DEMO_DESCRIPTION": "_io",
+    "DEMO_FILES": "_io",
+    "LABEL_COLUMNS": "_io",
+    "Model": "_io",
+    "load": "_io",
+    "load_csv": "_io",
+    "load_demo": "_io",
+    "load_npy": "_io",
+    "load_npz": "_io",
+    "CONFIDENCE": "_report",
+    "DECOMPOSITION": "_report",
+    "ROW_ORDER": "_report",
+    "compute_report": "_report",
+    "validate": "_validate",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"jaxcal.cli.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'jaxcal.cli' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "CONFIDENCE",

@@ -12,8 +12,19 @@ import importlib.util
 import tempfile
 from pathlib import Path
 
-from jaxcal.cli._io import InputError
-from jaxcal.cli._parquet import is_parquet
+
+class InputError(Exception):
+    """A problem with the user's file or arguments (exit code 2)."""
+
+
+#: Suffixes of Parquet files (a folder is a Parquet dataset too).
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def is_parquet(path: Path) -> bool:
+    """A Parquet file (by its suffix) or a folder (a dataset of Parquet files)."""
+    return path.is_dir() or path.suffix.lower() in PARQUET_SUFFIXES
+
 
 #: Inclusive ranges of the integer options. Seeds are NumPy/JAX 64-bit seeds; the upper
 #: limits of the others keep every size far inside int32 and memory.
@@ -75,6 +86,9 @@ def check_args(args: argparse.Namespace) -> None:
         _check_range(option, value, low, high)
     if args.demo == bool(args.files) and not table:
         raise InputError("give either FILE(s) or --demo.")
+    for path in args.files:  # here, not when read: before JAX is imported (N12)
+        if not path.exists():
+            raise InputError(f"{path}: no such file or folder.")
     if args.stream and args.demo:
         raise InputError("--stream needs FILE(s), not --demo.")
     if args.by is not None and args.demo:

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from jaxcal.cli._args import InputError
 from jaxcal.cli._csv import CsvError, read_columns, read_header
 from jaxcal.cli._npz import member_names, read_members
 
@@ -26,10 +27,6 @@ DEMO_DESCRIPTION = (
     "K=10); regenerate with scripts/make_demo_data.py"
 )
 LABEL_COLUMNS = ("label", "labels", "y", "target", "class")
-
-
-class InputError(Exception):
-    """A problem with the user's file or arguments (exit code 2)."""
 
 
 class Model(NamedTuple):

@@ -34,8 +34,9 @@ import numpy as np
 import jaxcal
 from jaxcal import streaming
 from jaxcal._core.binning import BinStats
+from jaxcal.cli._args import InputError, is_parquet
 from jaxcal.cli._format import _cells, _json_safe, _num, _table, write_json
-from jaxcal.cli._io import InputError, _select, label_column
+from jaxcal.cli._io import _select, label_column
 from jaxcal.cli._report import CONFIDENCE, CORP_ROWS, DECOMPOSITION, ROW_ORDER, metric_specs
 from jaxcal.cli._stream import Stream, array_stream
 from jaxcal.streaming._corp import decomposition_of_cells
@@ -43,18 +44,11 @@ from jaxcal.streaming._parquet import BATCH_ROWS, dataset
 from jaxcal.streaming._summary import SummaryReplicates, summary_cells
 from jaxcal.streaming._views import equal_mass_of_cells
 
-PARQUET_SUFFIXES = (".parquet", ".pq")
-
 #: Buckets of the streamed state: the smallest multiple of ``--bins`` at least this.
 MIN_RESOLUTION = 4096
 
 #: Metrics without an interval (as in the in-memory report).
 POINT_ONLY = ("mce", *(key for key, _, _ in DECOMPOSITION))
-
-
-def is_parquet(path: Path) -> bool:
-    """A Parquet file (by its suffix) or a folder (a dataset of Parquet files)."""
-    return path.is_dir() or path.suffix.lower() in PARQUET_SUFFIXES
 
 
 def _columns(path: Path, names: list[str], args: argparse.Namespace) -> tuple[list[str], str]:

@@ -14,7 +14,7 @@ import jax.monitoring
 import numpy as np
 import pytest
 
-from jaxcal.cli import _main, main
+from jaxcal.cli import _run, main
 
 P2 = np.array([[0.75, 0.25], [0.5, 0.5], [0.125, 0.875], [0.25, 0.75]], np.float32)
 Y2 = np.array([0, 1, 1, 0], np.int32)
@@ -74,7 +74,7 @@ CSV = "p0,p1,label\n0.75,0.25,0\n0.5,0.5,1\n"
 #: (name, builder of argv after "report" from tmp_path, a part of the message).
 CASES = [
     ("no input", lambda t: [], "give either FILE(s) or --demo"),
-    ("absent file", lambda t: [str(t / "absent.npz")], "cannot read as .npz"),
+    ("absent file", lambda t: [str(t / "absent.npz")], "no such file or folder"),
     ("empty folder", lambda t: [_mkdir(t, "folder")], "no Parquet file (.parquet) in this folder"),  # C4
     ("empty npz", lambda t: [_raw(t, "empty.npz", b"")], "cannot read as .npz"),
     ("empty csv", lambda t: [_raw(t, "empty.csv", b"")], "needs a header row"),
@@ -149,7 +149,7 @@ def _no_kernels(monkeypatch):
     def refuse(*_):
         raise AssertionError("a malformed input reached the report kernel")
 
-    monkeypatch.setattr(_main, "_prepare", refuse)
+    monkeypatch.setattr(_run, "_prepare", refuse)
 
 
 @pytest.mark.parametrize(("argv", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from jaxcal.cli import _main, main
+from jaxcal.cli import _run, main
 from tests.cli_helpers import N_BINARY, binary
 
 
@@ -16,7 +16,7 @@ def no_computation(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the report started computing")
 
-    monkeypatch.setattr(_main, "_prepare", refuse)
+    monkeypatch.setattr(_run, "_prepare", refuse)
 
 
 def test_plot_without_matplotlib_fails_before_computing(

@@ -21,7 +21,7 @@ def test_bad_files_exit_2_without_traceback(tmp_path, capsys):
         "garbage.npz": "cannot read",
         "pickled.npz": "cannot read",
         "offsimplex.npz": "rows must sum to 1",
-        "absent.npz": "cannot read",
+        "absent.npz": "no such file or folder",
     }
     for name, message in cases.items():
         assert main(["report", str(tmp_path / name)]) == 2

@@ -13,7 +13,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from jaxcal.cli import _main, main
+from jaxcal.cli import _run, main
 from jaxcal.cli._io import InputError, load_csv, load_npz
 from jaxcal.cli._progress import Progress
 from tests.cli_helpers import multiclass
@@ -34,7 +34,7 @@ def probe(monkeypatch):
     def stop(models, args, fit):
         raise _Reached(models)
 
-    monkeypatch.setattr(_main, "_prepare", stop)
+    monkeypatch.setattr(_run, "_prepare", stop)
     return _Reached
 
 
@@ -200,3 +200,37 @@ def test_progress_shows_running_time_and_stays_quiet_for_quick_phases(capsys):
     with Progress(quiet=True, interval=0.01)("silent"):
         pass
     assert capsys.readouterr().err == ""
+
+
+def test_help_and_bad_arguments_answer_before_jax_is_imported(tmp_path):
+    """N12: ``--help``, a missing file or an option out of range answer in a fresh process
+    without importing JAX (which costs 1.5-2.5 s); only good arguments import it."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\nfrom jaxcal.cli import main\n"
+        "code = main(sys.argv[1:])\nprint('jax' in sys.modules, code, file=sys.stderr)"
+    )
+    for argv, code in (
+        (["report", str(tmp_path / "absent.npz")], 2),
+        (["report", "--demo", "--bins", "0"], 2),
+        (["report", "--demo", "--plot", str(tmp_path / "x.gif")], 2),
+    ):
+        out = subprocess.run(
+            [sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=False
+        )
+        assert out.stderr.splitlines()[-1] == f"False {code}", (argv, out.stderr)
+        assert "jaxcal: error:" in out.stderr
+    help_run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom jaxcal.cli import main\ntry:\n main(['report',"
+            " '--help'])\nexcept SystemExit:\n print('jax' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert help_run.stdout.splitlines()[-1] == "False" and "--resamples" in help_run.stdout

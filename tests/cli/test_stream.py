@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from jaxcal import streaming
-from jaxcal.cli import InputError, _main, _parquet, main
+from jaxcal.cli import InputError, _parquet, _run, main
 from tests.cli_helpers import json_report
 from tests.helpers import assert_close
 
@@ -68,8 +68,8 @@ def test_a_large_in_memory_input_suggests_stream(tmp_path, capsys, monkeypatch):
     def stop(*_):
         raise InputError("stopped before computing")
 
-    monkeypatch.setattr(_main, "_prepare", stop)
-    monkeypatch.setattr(_main, "STREAM_HINT_VALUES", ROWS * CLASSES)
+    monkeypatch.setattr(_run, "_prepare", stop)
+    monkeypatch.setattr(_run, "STREAM_HINT_VALUES", ROWS * CLASSES)
     p, y = _data()
     path = str(tmp_path / "preds.npz")
     np.savez(path, probs=p, labels=y)
@@ -82,7 +82,7 @@ def test_a_large_in_memory_input_suggests_stream(tmp_path, capsys, monkeypatch):
     for quiet in (["--quiet"], ["--json", "-"]):
         assert main(["report", path, *quiet]) == 2
         assert "hint" not in capsys.readouterr().err, quiet
-    monkeypatch.setattr(_main, "STREAM_HINT_VALUES", ROWS * CLASSES + 1)
+    monkeypatch.setattr(_run, "STREAM_HINT_VALUES", ROWS * CLASSES + 1)
     assert main(["report", path]) == 2
     assert "hint" not in capsys.readouterr().err
 
