@@ -2,9 +2,11 @@
 
 All of a model's metrics, their percentile bootstrap intervals (the same resamples for
 every metric), the selective-prediction block (``jaxcal/cli/_selective.py``) and the tests
-(SKCE's included) are one jitted computation, so a second model of the same
-shape costs no compilation. The numbers come back as host floats in the shape of the
-``--json`` schema's ``metrics`` and ``tests``.
+(SKCE's included) are two jitted computations on the rows padded to a size class
+(``padded_inputs()``; the padding weighs 0 and no resample draws it), so a second model of
+any N in the same class costs no compilation and its numbers are those of its N rows. The
+numbers come back as host floats in the shape of the ``--json`` schema's ``metrics`` and
+``tests``.
 """
 
 from __future__ import annotations
