@@ -50,11 +50,9 @@ examples:
   jaxcal report preds.npz --plot report.png      (needs pip install "jaxcal[plot]")
   jaxcal report preds.csv --labels y --probs 'p_*' --by region
 
-compilation cache: the compiled kernels are kept in kernels/ of $JAXCAL_CACHE_DIR,
-else $XDG_CACHE_HOME/jaxcal, else ~/.cache/jaxcal, and serve every N of a size class
-(rows are padded to 128, then 2^k or 1.5 x 2^k, with weight 0: the numbers are those of
-the N rows); deleting it is always safe; --no-cache or JAXCAL_NO_COMPILATION_CACHE=1
-turn it off.
+compilation cache: compiled kernels are kept in kernels/ of $JAXCAL_CACHE_DIR, else
+$XDG_CACHE_HOME/jaxcal, else ~/.cache/jaxcal, for every N of a size class; deleting it
+is always safe; --no-cache or JAXCAL_NO_COMPILATION_CACHE=1 turn it off.
 
 Errors in the input or the arguments print one line on stderr and exit with code 2,
 before any computation.
