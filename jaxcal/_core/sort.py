@@ -3,9 +3,9 @@
 XLA:CPU sorts by scalar comparisons: a stable argsort of 1e6 float32 keys as a (keys,
 positions) pair takes about 5x a NumPy ``np.sort`` of the same keys packed with their
 positions into uint64; XLA's sort of the packed uint64 (``_xla_argsort()``) is within
-1.2x of NumPy's. On CPU the large sorts below therefore leave XLA through :func:`jax.pure_callback` and run in NumPy, chosen
-by :func:`jax.lax.platform_dependent` (GPU and TPU keep ``lax.sort``; only the branch of
-the platform compiled for is lowered). A callback has a fixed cost (a Python call and a
+1.2x of NumPy's. On CPU the large sorts below therefore leave XLA through
+:func:`jax.pure_callback` and run in NumPy, chosen by :func:`jax.lax.platform_dependent`
+(GPU and TPU keep ``lax.sort``; only the branch of the platform compiled for is lowered). A callback has a fixed cost (a Python call and a
 copy each way, ~0.1 ms), so short rows are sorted by XLA on every backend: below
 ``HOST_ARGSORT_MIN_SIZE`` keys for an argsort (``HOST_ARGSORT_64_MIN_SIZE`` for 64-bit
 keys), ``HOST_SORT_MIN_SIZE`` for a sort of

@@ -2,10 +2,11 @@
 
 Each calibrator is fitted K times at once (``vmap`` over fold weights: the held-out fold
 weighted 0) and applied to every sample; each sample keeps the prediction of the fit that
-did not see it. The rows are padded to a size class as the report's (fold K, weight 0
-everywhere), so a new N inside a class compiles nothing. Temperature scaling, and top-label Platt scaling and isotonic regression
+did not see it. Temperature scaling, and top-label Platt scaling and isotonic regression
 (multiclass) or Platt scaling and isotonic regression (binary), are scored by the ECE,
-log loss, Brier score and accuracy of those held-out predictions.
+log loss, Brier score and accuracy of those held-out predictions. The rows are padded to
+a size class as the report's (in fold K, weight 0 in every fit), so a new N inside a
+class compiles nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from jaxcal import calibrators
 from jaxcal._core.eager import pad_rows, size_class
 from jaxcal._core.store import FAST_RUN, Kernel
 from jaxcal.cli._io import Model
-from jaxcal.cli._report import accuracy
+from jaxcal.cli._report import accuracy, padded_inputs
 
 #: Calibrator id -> (factory, what it is fitted on: "scores" (the logits, or the
 #: log-probabilities when the file has none) or "probs").
@@ -132,7 +133,7 @@ def fit_calls(model: Model, *, n_bins: int, n_folds: int, seed: int) -> list[tup
     folds = np.full(m, n_folds, dtype=np.int32)
     folds[np.random.default_rng(seed).permutation(n)] = np.arange(n) % n_folds
     binary = model.probs.ndim == 1
-    probs, labels = (pad_rows(x, n, m) for x in (model.probs, model.labels))
+    probs, labels, _, _ = padded_inputs(model)
     scores = probs if model.logits is None else pad_rows(model.logits, n, m)
     uncalibrated = (probs, labels, folds)
     calls = [("uncalibrated", _UNCALIBRATED, uncalibrated, {"n_bins": n_bins, "n_folds": n_folds})]
