@@ -10,6 +10,7 @@ Doctests are the examples users copy: they run with JAX's default (standard) dty
 promotion, the setting users have.
 """
 
+import faulthandler
 import gc
 import importlib.util
 import os
@@ -81,6 +82,7 @@ if os.environ.get("JAXCAL_NO_COMPILATION_CACHE", "").strip().lower() in ("", "0"
 # The library's eager calls keep their executables on disk by default (jaxcal/_core/store.py);
 # the test session relies on JAX's cache above instead (an executable read back from it
 # cannot be stored anyway), and the tests of the store turn it on for themselves.
+from jaxcal._core.eager import clear_memory  # noqa: E402
 from jaxcal._core.store import set_executable_store  # noqa: E402
 
 set_executable_store(None)
@@ -150,8 +152,51 @@ def _release_compiled_code():
     compilation (SIGSEGV in CI, SIGABRT at -O0), at a point that depends only on how much
     was compiled before it, never in a module run alone. Modules share few programs, so
     clearing JAX's caches here costs little: what a later module compiles again is read
-    back from the persistent cache above.
+    back from the persistent cache above. jaxcal's own executables (the eager calls' and
+    the command line's kernels, ``jaxcal/_core/eager.py``) go too: they were kept for the
+    whole session, and a worker grew by ~100 MB per CLI test module until one died of
+    SIGSEGV in CI (tests/cli/test_clinical.py, after 96 % of the fast suite).
     """
     yield
     jax.clear_caches()
+    clear_memory()  # also done by jax.clear_caches() through a private JAX hook
     gc.collect()
+
+
+# A worker that dies of a signal is reported by xdist as "node down", and Python's fault
+# handler writes every thread's stack to its stderr, of which CI shows only the tail (the
+# crashing thread, printed first, was cut off). Each worker writes its fault report to a
+# file instead, and the controller prints the reports of this run at the end.
+_FAULT_LOGS = _CACHE_ROOT / "faults"
+_FAULT_LOG_KEY = pytest.StashKey()
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's faulthandler plugin has set stderr
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):
+        for old in _FAULT_LOGS.glob("*.log"):
+            old.unlink(missing_ok=True)
+        return
+    _FAULT_LOGS.mkdir(parents=True, exist_ok=True)
+    log = open(_FAULT_LOGS / f"{_WORKER}.log", "w")  # open while the worker lives
+    config.stash[_FAULT_LOG_KEY] = log
+    faulthandler.enable(file=log, all_threads=True)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if hasattr(terminalreporter.config, "workerinput"):
+        return
+    for log in sorted(_FAULT_LOGS.glob("*.log")):
+        text = log.read_text(errors="replace").strip()
+        if not text:
+            continue
+        # Blocks: the fatal error's line, then one stack per thread; the crashing thread's
+        # ("Current thread") first, each cut to its innermost frames, no list of modules.
+        blocks = [b.splitlines() for b in text.split("\n\n") if b.strip()]
+        blocks = [b for b in blocks if not b[0].startswith("Extension modules")]
+        blocks.sort(key=lambda b: not any(line.startswith("Current thread") for line in b))
+        terminalreporter.section(f"fatal error in worker {log.stem} (Python's fault handler)")
+        for block in blocks:
+            for line in block[:25]:
+                terminalreporter.write_line(line[:200])
+            terminalreporter.write_line("")

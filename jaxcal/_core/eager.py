@@ -360,6 +360,38 @@ def _remember(key: tuple, compiled: Any) -> None:
 
 
 def clear_memory() -> None:
-    """Forget this process's executables (tests: the next call loads or compiles)."""
+    """Forget the executables this process holds: the eager calls' and the command line's
+    kernels (the next call loads or compiles again). ``jax.clear_caches()`` calls it too.
+
+    Each executable holds its machine code: a process that compiles thousands of
+    programs (the test suite) and keeps them all grows by gigabytes, and XLA:CPU has
+    crashed in such a process (``conftest.py``).
+    """
     with _LOCK:
         _EXECUTABLES.clear()
+        _ROW_FREE.clear()
+    store.forget_kernels()
+
+
+class _ClearedWithJax:
+    """What ``jax.clear_caches()`` clears of jaxcal: the executables of this module and of
+    the store's kernels. JAX clears every cache registered with it (a private function,
+    ``jax._src.util.register_cache``; without it, ``clear_memory`` still works)."""
+
+    def cache_clear(self) -> None:
+        clear_memory()
+
+    def cache_info(self) -> str:
+        return f"{len(_EXECUTABLES)} eager executables"
+
+    def cache_keys(self) -> list:
+        return list(_EXECUTABLES)
+
+
+_CLEARED_WITH_JAX = _ClearedWithJax()  # JAX holds it weakly: kept alive here
+try:
+    from jax._src import util as _jax_util
+
+    _jax_util.register_cache(_CLEARED_WITH_JAX, "jaxcal's executables")
+except (ImportError, AttributeError):
+    pass

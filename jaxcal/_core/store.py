@@ -38,6 +38,7 @@ import re
 import sys
 import tempfile
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache, partial
@@ -83,6 +84,7 @@ _UNSET = object()
 _store: Any = _UNSET  # the folder, None (off), or _UNSET (the default, resolved on first use)
 _pool: ThreadPoolExecutor | None = None
 _compiling = threading.local()  # .from_jax_cache: the current thread's compile was a hit
+_KERNELS: weakref.WeakSet[Kernel] = weakref.WeakSet()  # every Kernel, for forget_kernels()
 
 
 def _on_event(event: str, **_) -> None:
@@ -242,6 +244,7 @@ class Kernel:
         self.fn = fn
         self.options = dict(FAST_COMPILE if options is None else options)
         self._ready: dict[tuple, Future] = {}
+        _KERNELS.add(self)
 
     def __call__(self, *arrays, **static):
         """Run the kernel (compiling or loading it first if needed); asynchronous results."""
@@ -294,6 +297,13 @@ class Kernel:
         else:
             lowered = jitted.lower(*arrays)
         return _executor().submit(_compile, lowered, self._path(signature))
+
+
+def forget_kernels() -> None:
+    """Drop every ``Kernel``'s executables held by this process (the next call loads or
+    compiles again); ``jaxcal/_core/eager.py``'s ``clear_memory`` calls it."""
+    for kernel in list(_KERNELS):
+        kernel._ready.clear()
 
 
 def _compile(lowered, path: Path | None, options: dict | None = None):

@@ -57,6 +57,18 @@ def test_a_new_n_inside_a_size_class_compiles_nothing_and_equals_the_unpadded_ca
         assert_close(np.asarray(a), np.asarray(b), rtol=2e-6, atol=1e-7)
 
 
+def test_jax_clear_caches_frees_the_executables_jaxcal_holds():
+    # A process that compiles thousands of programs (the test suite) must be able to let
+    # them go: kept, their machine code grew a test worker until XLA:CPU crashed.
+    p, y = _data(300, seed=3)
+    kernel = store.Kernel("clear_caches_test", lambda x: x * 2)
+    jax.block_until_ready((jaxcal.ece(p, y), kernel(np.ones(3, np.float32))))
+    assert eager._EXECUTABLES and kernel._ready
+    jax.clear_caches()
+    assert not eager._EXECUTABLES and not kernel._ready
+    assert compiles_of(lambda: jaxcal.ece(p, y)) > 0  # compiled again: it was let go
+
+
 def test_bad_input_in_a_seen_size_class_is_refused_on_every_call():
     probs, labels = _data(1300, seed=3)
     jax.block_until_ready(jaxcal.ece(probs, labels))
