@@ -5,11 +5,11 @@ positions) pair takes about 5x a NumPy ``np.sort`` of the same keys packed with 
 positions into uint64; XLA's sort of the packed uint64 (``_xla_argsort()``) is within
 1.2x of NumPy's. On CPU the large sorts below therefore leave XLA through
 :func:`jax.pure_callback` and run in NumPy, chosen by :func:`jax.lax.platform_dependent`
-(GPU and TPU keep ``lax.sort``; only the branch of the platform compiled for is lowered). A callback has a fixed cost (a Python call and a
-copy each way, ~0.1 ms), so short rows are sorted by XLA on every backend: below
-``HOST_ARGSORT_MIN_SIZE`` keys for an argsort (``HOST_ARGSORT_64_MIN_SIZE`` for 64-bit
-keys), ``HOST_SORT_MIN_SIZE`` for a sort of
-values, where XLA's one-operand sort is nearly as fast as NumPy's, and
+(GPU and TPU keep ``lax.sort``; only the branch of the platform compiled for is
+lowered). A callback has a fixed cost (a Python call and a copy each way, ~0.1 ms), so
+short rows are sorted by XLA on every backend: below ``HOST_ARGSORT_MIN_SIZE`` keys for
+an argsort (``HOST_ARGSORT_64_MIN_SIZE`` for 64-bit keys), ``HOST_SORT_MIN_SIZE`` for a
+sort of values, where XLA's one-operand sort is nearly as fast as NumPy's, and
 ``HOST_SEGMENT_SORT_MIN_SIZE`` for a sort within segments (thresholds measured by
 ``benchmarks/bench_sort.py``; a static choice by shape).
 
